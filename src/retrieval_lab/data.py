@@ -1,0 +1,233 @@
+"""The data contract: BEIR folders (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), checked line by line.
+
+Every problem is an :class:`InputError` naming file, line and field. Nothing is
+dropped silently: what a loader leaves out (queries without a positive, rows
+skipped by an explicit option) is counted in the returned report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from .atomic import atomic_path
+from .errors import InputError
+
+Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded relevance (<= 0: judged non-relevant)
+
+
+@dataclass(frozen=True)
+class Doc:
+    id: str
+    title: str
+    text: str
+    family: str | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def content(self, fields: list[str] | tuple[str, ...] = ("title", "text")) -> str:
+        """The indexed text: the chosen fields joined by one space (empty fields skipped)."""
+        return " ".join(getattr(self, f) for f in fields if getattr(self, f))
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    family: str | None = None
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class Dataset:
+    path: Path
+    corpus: dict[str, Doc]
+    queries: dict[str, Query]
+    qrels: dict[str, Qrels]  # split name -> qrels
+    report: dict = field(default_factory=dict)
+
+    def split_queries(self, split: str) -> dict[str, Query]:
+        return {q: self.queries[q] for q in self.qrels[split]}
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, decoded line), naming the line of any invalid UTF-8."""
+    if not path.exists():
+        raise InputError("file not found", str(path))
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number) from None
+
+
+def _string(obj: dict, key: str, path: Path, line: int, required: bool = True,
+            non_empty: bool = False) -> str | None:
+    if key not in obj:
+        if required:
+            raise InputError("missing field", str(path), line, key)
+        return None
+    value = obj[key]
+    if not isinstance(value, str):
+        raise InputError(f"expected a string, got {type(value).__name__}", str(path), line, key)
+    if non_empty and not value.strip():
+        raise InputError("empty text", str(path), line, key)
+    return value
+
+
+def read_jsonl_records(path: str | Path, kind: str) -> list[tuple[int, dict]]:
+    """Parse a JSONL file of objects with a unique string ``_id``; returns (line, object)."""
+    path = Path(path)
+    records, first_line = [], {}
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), number) from None
+        if not isinstance(obj, dict):
+            raise InputError(f"expected a JSON object, got {type(obj).__name__}", str(path), number)
+        doc_id = _string(obj, "_id", path, number, non_empty=True)
+        if doc_id in first_line:
+            raise InputError(f"duplicate {kind} id {doc_id!r} (first on line {first_line[doc_id]})",
+                             str(path), number, "_id")
+        first_line[doc_id] = number
+        metadata = obj.get("metadata", {})
+        if metadata is None:
+            metadata = {}
+        if not isinstance(metadata, dict):
+            raise InputError("expected an object", str(path), number, "metadata")
+        family = metadata.get("family")
+        if family is not None and not isinstance(family, str):
+            raise InputError("expected a string", str(path), number, "metadata.family")
+        records.append((number, obj))
+    return records
+
+
+def read_corpus(path: str | Path) -> dict[str, Doc]:
+    path = Path(path)
+    corpus = {}
+    for number, obj in read_jsonl_records(path, "document"):
+        title = _string(obj, "title", path, number)
+        text = _string(obj, "text", path, number, non_empty=True)
+        metadata = obj.get("metadata") or {}
+        corpus[obj["_id"]] = Doc(obj["_id"], title, text, metadata.get("family"), metadata)
+    return corpus
+
+
+def read_queries(path: str | Path) -> dict[str, Query]:
+    path = Path(path)
+    queries = {}
+    for number, obj in read_jsonl_records(path, "query"):
+        text = _string(obj, "text", path, number, non_empty=True)
+        metadata = obj.get("metadata") or {}
+        queries[obj["_id"]] = Query(obj["_id"], text, metadata.get("family"), metadata)
+    return queries
+
+
+def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | None = None) -> Qrels:
+    """Read BEIR qrels (``query-id corpus-id score`` with header) or TREC qrels (``qid 0 docid rel``).
+
+    Ids are checked against ``queries``/``corpus`` when given; scores must be integers.
+    """
+    path = Path(path)
+    qrels: Qrels = {}
+    seen: dict[tuple[str, str], int] = {}
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if number == 1 and parts[:2] == ["query-id", "corpus-id"]:
+            continue
+        if len(parts) == 3:
+            qid, did, score = parts
+        elif len(parts) == 4:
+            qid, _, did, score = parts
+        else:
+            raise InputError(f"expected 3 (BEIR) or 4 (TREC) columns, got {len(parts)}", str(path), number)
+        try:
+            rel = int(score)
+        except ValueError:
+            raise InputError(f"score {score!r} is not an integer", str(path), number, "score") from None
+        if queries is not None and qid not in queries:
+            raise InputError(f"unknown query id {qid!r}", str(path), number, "query-id")
+        if corpus is not None and did not in corpus:
+            raise InputError(f"unknown document id {did!r}", str(path), number, "corpus-id")
+        if (qid, did) in seen:
+            raise InputError(f"pair ({qid}, {did}) judged twice (first on line {seen[qid, did]})",
+                             str(path), number)
+        seen[qid, did] = number
+        qrels.setdefault(qid, {})[did] = rel
+    return qrels
+
+
+def positives(judged: dict[str, int], min_rel: int = 1) -> set[str]:
+    return {d for d, r in judged.items() if r >= min_rel}
+
+
+def load_dataset(path: str | Path, splits: list[str] | None = None) -> Dataset:
+    """Load and check a BEIR folder; ``splits`` defaults to every ``qrels/*.tsv``.
+
+    ``report`` counts, per split, judged queries and those without any positive.
+    """
+    path = Path(path)
+    corpus = read_corpus(path / "corpus.jsonl")
+    queries = read_queries(path / "queries.jsonl")
+    qrels_dir = path / "qrels"
+    if splits is None:
+        splits = sorted(p.stem for p in qrels_dir.glob("*.tsv"))
+        if not splits:
+            raise InputError("no qrels/<split>.tsv file", str(qrels_dir))
+    qrels, report = {}, {"documents": len(corpus), "queries": len(queries), "splits": {}}
+    for split in splits:
+        qrels[split] = read_qrels(qrels_dir / f"{split}.tsv", queries, corpus)
+        no_positive = sorted(q for q, judged in qrels[split].items() if not positives(judged))
+        report["splits"][split] = {
+            "judged_queries": len(qrels[split]),
+            "queries_without_positive": len(no_positive),
+            "queries_without_positive_ids": no_positive[:50],
+            "judgments": sum(len(j) for j in qrels[split].values()),
+        }
+    return Dataset(path, corpus, queries, qrels, report)
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def _dump(obj: dict) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=False)
+
+
+def write_corpus(path: str | Path, corpus: dict[str, Doc]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for doc in corpus.values():
+            obj = {"_id": doc.id, "title": doc.title, "text": doc.text}
+            if doc.metadata:
+                obj["metadata"] = doc.metadata
+            fh.write(_dump(obj) + "\n")
+
+
+def write_queries(path: str | Path, queries: dict[str, Query]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for query in queries.values():
+            obj = {"_id": query.id, "text": query.text}
+            if query.metadata:
+                obj["metadata"] = query.metadata
+            fh.write(_dump(obj) + "\n")
+
+
+def write_qrels(path: str | Path, qrels: Qrels) -> None:
+    """BEIR tsv with header, rows in query then document order as given."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        for qid, judged in qrels.items():
+            for did, rel in judged.items():
+                fh.write(f"{qid}\t{did}\t{rel}\n")
+
+
+def is_finite(x: float) -> bool:
+    return not (math.isnan(x) or math.isinf(x))
