@@ -36,8 +36,7 @@ def atomic_path(target: str | os.PathLike, is_dir: bool = False) -> Iterator[Pat
         tmp = Path(name)
     try:
         yield tmp
-        if not is_dir:
-            os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o755 if is_dir else 0o644)  # mkstemp/mkdtemp create owner-only
         if target.exists() or target.is_symlink():
             # os.replace cannot replace a non-empty directory: move the old one aside first.
             old = target.with_name(f".{target.name}.old-{os.getpid()}")
