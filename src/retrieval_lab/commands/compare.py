@@ -1,0 +1,31 @@
+"""``retrieval-lab compare``: the DVC ``compare`` stage."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import add_params_args, params_of
+
+HELP = "paired bootstrap / randomization comparison of run pairs (compare.pairs) from their per_query.json"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reports-root", required=True, help="folder holding <run name>/per_query.json")
+    parser.add_argument("--output", required=True, help="comparison JSON to write")
+    parser.add_argument("--markdown", required=True, help="markdown table to write")
+    add_params_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..atomic import write_json, write_text
+    from ..comparison import compare, to_markdown
+
+    params = params_of(args)
+    ev = params.evaluate
+    result = compare(args.reports_root, params.compare.pairs, params.compare.measure, ev.ci_level,
+                     ev.resamples, ev.permutations, ev.seed)
+    write_json(args.output, result)
+    text = to_markdown(result)
+    write_text(args.markdown, text)
+    print(text, end="")
+    return 0

@@ -1,0 +1,77 @@
+"""``retrieval-lab eval``: score TREC runs against qrels on ir_measures-style measures."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "evaluate TREC runs against qrels (TREC or BEIR tsv) on measures such as nDCG@10, R@100, AP"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("qrels", metavar="QRELS", help="qrels: TREC 4-column or BEIR tsv")
+    parser.add_argument("runs", metavar="RUN", nargs="+", help="TREC 6-column run file(s)")
+    parser.add_argument("-m", "--measure", dest="measures", action="append", required=True,
+                        metavar="MEASURE", help="e.g. nDCG@10, R(rel=2)@5, AP, nDCG(gain=exp)@10 (repeatable)")
+    parser.add_argument("--per-query", action="store_true", help="also show every query's values")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--judged-only", action="store_true",
+                        help="condensed lists: drop unjudged documents before measuring (trec_eval -J)")
+
+
+def _run_names(paths: list[str]) -> list[str]:
+    from pathlib import Path
+
+    names = [Path(p).name for p in paths]
+    # two runs with one file name in different folders: fall back to the paths as given
+    return [n if names.count(n) == 1 else p for n, p in zip(names, paths)]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in [header] + rows]
+    return "\n".join(lines[:1] + ["  ".join("-" * w for w in widths)] + lines[1:])
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ..data import read_qrels
+    from ..evaluation import check_overlap, judged_measures
+    from ..metrics import evaluate, parse_measure
+    from ..runs import read_run
+
+    measures = list(dict.fromkeys(args.measures))
+    cutoffs = [parse_measure(m).cutoff for m in measures]  # checks every name before reading files
+    judged_k = max([c for c in cutoffs if c is not None], default=10)
+    shown = list(dict.fromkeys(measures + judged_measures(measures, judged_k)))
+    qrels = read_qrels(args.qrels)
+    results = {}
+    for name, path in zip(_run_names(args.runs), args.runs):
+        run_ = read_run(path)
+        check_overlap(qrels, run_, path, args.qrels)
+        results[name] = evaluate(qrels, run_, shown, judged_only=args.judged_only)
+
+    if args.json:
+        out = {}
+        for name, result in results.items():
+            out[name] = {**result.means, "judged_only": args.judged_only}
+            if args.per_query:
+                out[name]["per_query"] = result.per_query
+        print(json.dumps(out, indent=2))
+        return 0
+    if args.judged_only:
+        print("JUDGED-ONLY (condensed) evaluation: unjudged documents removed before measuring (trec_eval -J)")
+    print(_table(["run"] + shown, [[name] + [f"{r.means[m]:.4f}" for m in shown] for name, r in results.items()]))
+    for name, result in results.items():
+        rep = result.report
+        print(f"{name}: {rep['queries_evaluated']} queries evaluated; {rep['queries_without_positive']} "
+              f"without a positive (excluded); {rep['judged_queries_absent_from_run']} judged but absent "
+              f"from the run (scored 0); {rep['run_queries_not_in_qrels']} run queries not in the qrels (ignored)")
+    if args.per_query:
+        for name, result in results.items():
+            print(f"\nper query: {name}")
+            rows = [[qid] + [f"{values[m]:.4f}" if m in values else "-" for m in shown]
+                    for qid, values in result.per_query.items()]
+            print(_table(["query"] + shown, rows))
+    return 0

@@ -1,0 +1,31 @@
+"""``retrieval-lab evaluate``: the DVC ``evaluate`` stage (one run, one split)."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import add_params_args, params_of
+
+HELP = "evaluate one run on a prepared dataset's split: metrics JSON, per-query values, curves, diagnosis"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", required=True, help="prepared BEIR folder")
+    parser.add_argument("--split", default="test", help="qrels split (default: test)")
+    parser.add_argument("--run", required=True, help="TREC run file")
+    parser.add_argument("--metrics", required=True, help="metrics JSON to write")
+    parser.add_argument("--reports", required=True, help="folder for per_query.json, curves and diagnosis")
+    add_params_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..evaluation import evaluate_run
+
+    params = params_of(args)
+    out = evaluate_run(args.dataset, args.split, args.run, args.metrics, args.reports, params)
+    shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)
+    print(f"evaluate {args.run} on {args.split}: {out['queries_evaluated']} queries; {shown}")
+    if out["judged_warning"]:
+        print(f"WARNING: Judged below {params.evaluate.judged_threshold}: many top documents are unjudged, "
+              "so the measures are lower bounds")
+    return 0

@@ -1,0 +1,68 @@
+"""``retrieval-lab pool``: build a judging pool from runs, or merge its filled labels into qrels."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "pool the top K of several runs for judging (--runs), or merge a labelled pool into qrels (--merge)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--runs", nargs="+", metavar="RUN", help="TREC runs to pool (names: file stems)")
+    mode.add_argument("--merge", metavar="LABELED.tsv", help="a pool tsv with its score column filled in")
+    parser.add_argument("--dataset", help="BEIR folder: texts for pooling; id checks for --merge")
+    parser.add_argument("--depth", type=int, help="documents per run and query to pool (with --runs)")
+    parser.add_argument("--qrels", help="existing judgments: skipped when pooling, kept when merging")
+    parser.add_argument("--output", required=True, help="pool tsv (--runs) or merged BEIR qrels tsv (--merge)")
+    parser.add_argument("--min-label", type=int, default=0, help="smallest valid label (default 0)")
+    parser.add_argument("--max-label", type=int, default=2, help="largest valid label (default 2)")
+
+
+def _load_corpus_and_queries(path: str):
+    from pathlib import Path
+
+    from ..data import read_corpus, read_queries
+
+    return read_queries(Path(path) / "queries.jsonl"), read_corpus(Path(path) / "corpus.jsonl")
+
+
+def _pool(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..data import read_qrels
+    from ..errors import InputError
+    from ..pooling import pool, write_pool
+    from ..runs import read_run
+
+    if args.dataset is None or args.depth is None:
+        raise InputError("pooling needs --dataset and --depth", field="--runs")
+    stems = [Path(p).stem for p in args.runs]
+    if len(set(stems)) != len(stems):
+        raise InputError(f"run file stems must differ (they name the retrievers): {stems}", field="--runs")
+    queries, corpus = _load_corpus_and_queries(args.dataset)
+    judged = read_qrels(args.qrels) if args.qrels else None
+    rows = pool({s: read_run(p) for s, p in zip(stems, args.runs)}, args.depth, queries, corpus, judged)
+    write_pool(args.output, rows)
+    print(f"pool: {len(rows)} pairs to judge over {len({r.query_id for r in rows})} queries "
+          f"(top {args.depth} of {len(stems)} runs, already judged pairs left out) -> {args.output}")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from ..data import read_qrels, write_qrels
+    from ..pooling import merge, read_labels
+
+    queries, corpus = _load_corpus_and_queries(args.dataset) if args.dataset else (None, None)
+    labels = read_labels(args.merge, args.min_label, args.max_label, queries, corpus)
+    existing = read_qrels(args.qrels) if args.qrels else {}
+    merged, report = merge(existing, labels, args.merge)
+    write_qrels(args.output, merged)
+    print(f"merge: {report['labelled']} labelled rows ({report['added']} new judgments, "
+          f"{report['already_judged_same']} agreeing with existing ones), {report['unlabelled']} rows "
+          f"left unlabelled; {report['judgments']} judgments -> {args.output}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return _merge(args) if args.merge else _pool(args)

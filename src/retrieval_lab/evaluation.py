@@ -1,0 +1,94 @@
+"""The ``evaluate`` stage: one run against one split's qrels -> metrics JSON and a reports folder.
+
+Outputs (each written atomically; the reports folder may hold other stages' files,
+e.g. fusion.json, so files are replaced one by one, never the folder):
+
+``metrics``                       means of every ``evaluate.measures`` + query counts + Judged warning
+``reports/per_query.json``        per query: measure values, first positive rank, rank of every positive
+``reports/recall_curve.csv``      k,recall for k = 1..depth (mean R@k)
+``reports/first_positive_ranks.csv``  query,rank; rank = depth + 1 when no positive was retrieved
+``reports/diagnosis.json|.md``    failure classes of queries without a positive in the top diagnose_k
+
+``depth`` is the larger of ``retrieve.depth`` and the longest ranking in the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import metrics
+from .atomic import write_json, write_text
+from .config import Params
+from .data import load_dataset
+from .diagnosis import diagnose, to_markdown
+from .errors import InputError
+from .runs import read_run
+
+
+def judged_measures(measures: list[str], k: int) -> list[str]:
+    """The Judged@k measures among ``measures``; Judged@k itself when there is none."""
+    found = [m for m in measures if metrics.parse_measure(m).family == "Judged"]
+    return found or [f"Judged@{k}"]
+
+
+def check_overlap(qrels: dict, run: dict, run_path: str | Path, qrels_path: str | Path) -> None:
+    if not any(qid in qrels for qid in run):
+        raise InputError(f"the run shares no query with the qrels {qrels_path} "
+                         f"({len(run)} run queries, {len(qrels)} judged)", str(run_path))
+
+
+def _csv(header: str, rows) -> str:
+    return header + "\n" + "".join(",".join(str(v) for v in row) + "\n" for row in rows)
+
+
+def evaluate_run(dataset: str | Path, split: str, run_path: str | Path, metrics_path: str | Path,
+                 reports: str | Path, params: Params) -> dict:
+    """Evaluate ``run_path`` on ``dataset``'s ``split``; write metrics and reports; return the metrics dict."""
+    from .tokenizer import Tokenizer
+
+    cfg = params.evaluate
+    tokenizer = Tokenizer(params.tokenizer)  # fails on bad params before any work
+    data = load_dataset(dataset, [split])
+    qrels = data.qrels[split]
+    run = read_run(run_path)
+    check_overlap(qrels, run, run_path, Path(dataset) / "qrels" / f"{split}.tsv")
+
+    judged = judged_measures(cfg.measures, cfg.diagnose_k)
+    measures = list(dict.fromkeys(cfg.measures + judged))
+    result = metrics.evaluate(qrels, run, measures)
+    depth = max([params.retrieve.depth] + [len(docs) for docs in run.values()])
+    ranks = metrics.positive_ranks(qrels, run)
+    first = metrics.first_positive_ranks(qrels, run)
+    curve = metrics.recall_curve(qrels, run, depth)
+    fields = params.retrieve.fields
+    diagnosis = diagnose(qrels, run, {q: data.queries[q].text for q in qrels},
+                         lambda d: data.corpus[d].content(fields), tokenizer.tokenize, k=cfg.diagnose_k)
+
+    reports = Path(reports)
+    per_query = {qid: {"measures": values, "first_positive_rank": first[qid], "positive_ranks": ranks[qid]}
+                 for qid, values in result.per_query.items()}
+    write_json(reports / "per_query.json", {"split": split, "run": str(run_path), "depth": depth,
+                                            "queries": per_query})
+    write_text(reports / "recall_curve.csv", _csv("k,recall", ((k, repr(float(r))) for k, r in
+                                                               enumerate(curve.tolist(), start=1))))
+    write_text(reports / "first_positive_ranks.csv",
+               _csv("query,rank", ((q, depth + 1 if first[q] is None else first[q]) for q in per_query)))
+    write_json(reports / "diagnosis.json", diagnosis)
+    write_text(reports / "diagnosis.md", to_markdown(diagnosis, f"Failure diagnosis: {Path(run_path).name} "
+                                                                f"on {split} (k = {cfg.diagnose_k})"))
+
+    lowest_judged = min(result.means[m] for m in judged)
+    report = result.report
+    out = {
+        **result.means,
+        "queries_evaluated": report["queries_evaluated"],
+        "queries_without_positive": report["queries_without_positive"],
+        "judged_queries_absent_from_run": report["judged_queries_absent_from_run"],
+        "run_queries_not_in_qrels": report["run_queries_not_in_qrels"],
+        "depth": depth,
+        "not_found_rank": depth + 1,
+        "judged_warning": lowest_judged < cfg.judged_threshold,
+        "failures_diagnosed": diagnosis["summary"]["diagnosed"],
+    }
+    write_json(metrics_path, out)
+    return out

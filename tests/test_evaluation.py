@@ -1,0 +1,164 @@
+import json
+import math
+import random
+
+import pytest
+import pytrec_eval
+from beir_fixtures import write_beir
+from command_runner import run_command
+
+from retrieval_lab import metrics
+from retrieval_lab.config import params_from_dict
+from retrieval_lab.data import read_qrels
+from retrieval_lab.evaluation import evaluate_run
+from retrieval_lab.runs import write_run
+
+CORPUS = [
+    {"_id": "d1", "title": "Router", "text": "How to reset the router password"},
+    {"_id": "d2", "title": "Router", "text": "Router firmware update steps"},
+    {"_id": "d3", "title": "Spooler", "text": "The print spooler stopped"},
+    {"_id": "d4", "title": "Printer", "text": "Printer shows offline status"},
+    {"_id": "d5", "title": "Disk", "text": "Disk full warning"},
+    {"_id": "d6", "title": "Mail", "text": "Mailbox quota exceeded"},
+]
+QUERIES = [{"_id": "q1", "text": "reset router password"}, {"_id": "q2", "text": "printer offline"},
+           {"_id": "q3", "text": "disk warning"}, {"_id": "q4", "text": "mailbox full"},
+           {"_id": "qx", "text": "not judged"}]
+QRELS = [("q1", "d1", 1), ("q1", "d2", 0), ("q2", "d3", 2), ("q2", "d4", 1), ("q3", "d5", 0), ("q4", "d6", 1)]
+RUN = {
+    "q1": {"d2": 3.0, "d1": 2.0, "d5": 1.0},  # d1 (positive) at rank 2
+    "q2": {"d5": 3.0, "d6": 2.0, "d4": 1.0},  # d4 at rank 3, d3 not retrieved
+    "q3": {"d5": 1.0},  # no positive: excluded
+    "qx": {"d1": 1.0},  # not in the qrels: ignored
+}  # q4 is judged but absent from the run: scores 0
+MEASURES = ["R@1", "R@3", "RR", "nDCG@3", "Judged@2"]
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    dataset = write_beir(tmp_path / "ds", CORPUS, QUERIES, {"test": QRELS})
+    run_path = tmp_path / "runs" / "sys.trec"
+    write_run(run_path, RUN, tag="sys")
+    params = params_from_dict({"evaluate": {"measures": MEASURES, "diagnose_k": 1},
+                               "retrieve": {"depth": 3}})
+    return dataset, run_path, params
+
+
+def test_evaluate_stage_writes_hand_checked_numbers(tiny, tmp_path):
+    dataset, run_path, params = tiny
+    out = evaluate_run(dataset, "test", run_path, tmp_path / "m" / "sys.json", tmp_path / "rep", params)
+    # q1: R@3 1, RR 1/2, nDCG@3 (1/log2 3) / 1; Judged@2 d2, d1 -> 1
+    # q2: R@3 1/2 (d4 of d3, d4), RR 1/3, nDCG@3 (1/log2 4) / (2 + 1/log2 3); Judged@2 0
+    # q4: absent -> 0 everywhere; q3 excluded (no positive)
+    expected = {"R@1": 0.0, "R@3": (1 + 0.5 + 0) / 3, "RR": (1 / 2 + 1 / 3) / 3,
+                "nDCG@3": (1 / math.log2(3) + 0.5 / (2 + 1 / math.log2(3))) / 3, "Judged@2": 1 / 3}
+    assert {m: out[m] for m in MEASURES} == pytest.approx(expected, abs=1e-12)
+    assert json.loads((tmp_path / "m" / "sys.json").read_text()) == out
+    assert (out["queries_evaluated"], out["queries_without_positive"], out["judged_queries_absent_from_run"],
+            out["run_queries_not_in_qrels"], out["depth"], out["not_found_rank"]) == (3, 1, 1, 1, 3, 4)
+    assert out["judged_warning"] is True  # Judged@2 = 0.33 < 0.5
+
+    rep = tmp_path / "rep"
+    per_query = json.loads((rep / "per_query.json").read_text())
+    assert per_query["depth"] == 3
+    assert per_query["queries"]["q2"] == {
+        "measures": pytest.approx({"R@1": 0.0, "R@3": 0.5, "RR": 1 / 3,
+                                   "nDCG@3": 0.5 / (2 + 1 / math.log2(3)), "Judged@2": 0.0}),
+        "first_positive_rank": 3, "positive_ranks": {"d4": 3, "d3": None}}
+    assert (rep / "recall_curve.csv").read_text().splitlines() == [
+        "k,recall", "1,0.0", f"2,{1 / 3!r}", "3,0.5"]  # q1 found at 2, q2 half at 3
+    assert (rep / "first_positive_ranks.csv").read_text().splitlines() == ["query,rank", "q1,2", "q2,3", "q4,4"]
+    diagnosis = json.loads((rep / "diagnosis.json").read_text())
+    classes = {q["query"]: q["class"] for q in diagnosis["queries"]}
+    # q1: top d2 shares "router" only, d1 shares all three tokens -> late; q4 absent -> nothing retrieved
+    assert classes == {"q1": "late_rank", "q2": "late_rank", "q4": "no_candidates"}
+    assert "## late_rank (2)" in (rep / "diagnosis.md").read_text()
+    assert not [p for p in tmp_path.rglob(".*tmp-*")]  # atomic writes left no temporary file
+
+
+def test_evaluate_stage_keeps_other_files_in_the_reports_folder(tiny, tmp_path):
+    dataset, run_path, params = tiny
+    (tmp_path / "rep").mkdir()
+    (tmp_path / "rep" / "fusion.json").write_text("{}")  # written there by the fuse stage
+    evaluate_run(dataset, "test", run_path, tmp_path / "m.json", tmp_path / "rep", params)
+    assert (tmp_path / "rep" / "fusion.json").read_text() == "{}"
+
+
+def test_evaluate_command(tiny, tmp_path, capsys):
+    dataset, run_path, _ = tiny
+    params = tmp_path / "params.yaml"
+    params.write_text("evaluate:\n  measures: [RR, Judged@2]\n  diagnose_k: 1\n")
+    argv = ["--dataset", str(dataset), "--split", "test", "--run", str(run_path), "--metrics",
+            str(tmp_path / "m.json"), "--reports", str(tmp_path / "rep"), "--params", str(params)]
+    assert run_command("evaluate", argv) == 0
+    text = capsys.readouterr().out
+    assert "RR 0.2778" in text and "WARNING: Judged below 0.5" in text
+    assert json.loads((tmp_path / "m.json").read_text())["RR"] == pytest.approx(5 / 18)
+
+
+def write_qrels_tsv(path, rows):
+    path.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows))
+    return path
+
+
+def test_eval_command_json(tiny, tmp_path, capsys):
+    dataset, run_path, _ = tiny
+    qrels = dataset / "qrels" / "test.tsv"
+    assert run_command("eval", [str(qrels), str(run_path), "-m", "RR", "-m", "R@3", "--json", "--per-query"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["sys.trec"]
+    assert out["sys.trec"]["RR"] == pytest.approx(5 / 18)  # (1/2 + 1/3 + 0) / 3
+    # added beside the run: q1 d2, d1 judged of 3; q2 d4 of 3; q4 none
+    assert out["sys.trec"]["Judged@3"] == pytest.approx((2 / 3 + 1 / 3 + 0) / 3)
+    assert out["sys.trec"]["judged_only"] is False
+    assert out["sys.trec"]["per_query"]["q1"] == {"RR": 0.5, "R@3": 1.0, "Judged@3": pytest.approx(2 / 3)}
+
+
+def test_eval_command_table_and_judged_only_label(tiny, tmp_path, capsys):
+    dataset, run_path, _ = tiny
+    qrels = dataset / "qrels" / "test.tsv"
+    assert run_command("eval", [str(qrels), str(run_path), "-m", "P@1", "--judged-only"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("JUDGED-ONLY (condensed) evaluation")
+    # condensed: q1 -> d2 (0), d1 (1); q2 -> d4 (1); q4 absent.
+    # P@1 = (0 + 1 + 0) / 3; Judged@1 = (1 + 1 + 0) / 3
+    row = next(line for line in text.splitlines() if line.startswith("sys.trec "))
+    assert row.split()[1:] == ["0.3333", "0.6667"]
+    assert "3 queries evaluated; 1 without a positive (excluded); 1 judged but absent" in text
+
+
+def test_eval_command_errors(tiny, tmp_path, capsys):
+    dataset, run_path, _ = tiny
+    qrels = dataset / "qrels" / "test.tsv"
+    bad = tmp_path / "bad.trec"
+    bad.write_text("q1 Q0 d1 1 1.0 x\nq1 Q0 d2 2 oops x\n")
+    assert run_command("eval", [str(qrels), str(bad), "-m", "RR"]) == 2
+    assert f"{bad}:2 field 'score'" in capsys.readouterr().out
+    other = tmp_path / "other.trec"
+    other.write_text("zz Q0 d1 1 1.0 x\n")
+    assert run_command("eval", [str(qrels), str(other), "-m", "RR"]) == 2
+    assert "shares no query with the qrels" in capsys.readouterr().out
+    assert run_command("eval", [str(qrels), str(run_path), "-m", "MRR@10"]) == 2
+    assert "unknown measure 'MRR@10' (valid: Success@k" in capsys.readouterr().out
+    badq = tmp_path / "q.tsv"
+    badq.write_text("q1 0 d1\n")
+    assert run_command("eval", [str(badq), str(run_path), "-m", "RR"]) == 2
+    assert f"{badq}:1" in capsys.readouterr().out
+
+
+def test_scifact_qrels_against_trec_eval(scifact_dir):
+    # the real test qrels with a seeded synthetic run: positives scattered through 100 ranks
+    qrels = read_qrels(scifact_dir / "qrels" / "test.tsv")
+    rng = random.Random(0)
+    docs = sorted({d for judged in qrels.values() for d in judged})
+    run = {}
+    for qid, judged in qrels.items():
+        picked = set(rng.sample(docs, 95)) | {d for d in judged if rng.random() < 0.7}
+        run[qid] = {d: round(rng.random(), 2) for d in picked}  # 2 decimals: ties
+    ours = metrics.evaluate(qrels, run, ["nDCG@10", "R@100", "AP", "RR"])
+    trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recall_100", "map", "recip_rank"}).evaluate(run)
+    assert ours.report["queries_evaluated"] == len(qrels) == 300
+    for name, trec_name in [("nDCG@10", "ndcg_cut_10"), ("R@100", "recall_100"), ("AP", "map"),
+                            ("RR", "recip_rank")]:
+        for qid in qrels:
+            assert ours.per_query[qid][name] == pytest.approx(trec[qid][trec_name], abs=1e-12)

@@ -1,0 +1,113 @@
+import pytest
+from beir_fixtures import write_beir
+from command_runner import run_command
+
+from retrieval_lab.data import Doc, Query, read_qrels
+from retrieval_lab.errors import InputError
+from retrieval_lab.pooling import COLUMNS, merge, pool, read_labels
+from retrieval_lab.runs import write_run
+
+QUERIES = {"q1": Query("q1", "printer\toffline"), "q2": Query("q2", "vpn drops")}
+CORPUS = {
+    "d1": Doc("d1", "Printer", "line one\tcell\nline two"),
+    "d2": Doc("d2", "Spooler", "restart the spooler"),
+    "d3": Doc("d3", "Long", "x" * 400),
+    "d4": Doc("d4", "VPN", "reconnect the tunnel"),
+    "d5": Doc("d5", "MTU", "lower the MTU"),
+}
+RUN_A = {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}, "q2": {"d4": 1.0}}
+RUN_B = {"q1": {"d3": 5.0, "d4": 4.0, "d1": 3.0}, "q2": {"d5": 2.0, "d4": 1.0}}
+
+
+def test_pool_union_dedup_and_order_by_hand():
+    rows = pool({"a": RUN_A, "b": RUN_B}, 2, QUERIES, CORPUS, judged={"q1": {"d2": 0}})
+    # q1: a's top 2 = d1 (1), d2 (2, already judged: dropped); b's top 2 = d3 (1), d4 (2)
+    # q2: a's top 2 = d4 (1); b's = d5 (1), d4 (2): d4 best rank 1, found by both
+    # order: best rank, then doc id
+    assert [(r.query_id, r.doc_id, r.best_rank, r.retrievers) for r in rows] == [
+        ("q1", "d1", 1, ("a",)), ("q1", "d3", 1, ("b",)), ("q1", "d4", 2, ("b",)),
+        ("q2", "d4", 1, ("a", "b")), ("q2", "d5", 1, ("b",))]
+    assert rows[0].query_text == "printer offline"  # tab collapsed
+    assert rows[0].snippet == "line one cell line two"
+    assert rows[1].snippet == "x" * 300
+    assert pool({"b": RUN_B, "a": RUN_A}, 2, QUERIES, CORPUS, judged={"q1": {"d2": 0}}) == rows
+
+
+def test_pool_rejects_unknown_ids():
+    with pytest.raises(InputError, match="query 'zz' unknown"):
+        pool({"a": {"zz": {"d1": 1.0}}}, 2, QUERIES, CORPUS)
+    with pytest.raises(InputError, match="retrieved 'd9'"):
+        pool({"a": {"q1": {"d9": 1.0}}}, 2, QUERIES, CORPUS)
+
+
+def write_labels(path, rows):
+    lines = ["\t".join(COLUMNS)]
+    for qid, doc, score in rows:
+        lines.append(f"{qid}\tquery text\t{doc}\ttitle\tsnippet\t1\ta\t{score}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_read_and_merge_labels(tmp_path):
+    path = write_labels(tmp_path / "l.tsv", [("q1", "d1", "2"), ("q1", "d3", ""), ("q2", "d4", "0"),
+                                             ("q2", "d4", "0"), ("q1", "d2", "1")])
+    labels = read_labels(path, 0, 2)
+    assert labels.qrels == {"q1": {"d1": 2, "d2": 1}, "q2": {"d4": 0}}
+    assert (labels.unlabelled, labels.repeated) == (1, 1)
+    merged, report = merge({"q1": {"d2": 1, "d5": 0}}, labels, str(path))
+    assert merged == {"q1": {"d2": 1, "d5": 0, "d1": 2}, "q2": {"d4": 0}}
+    assert (report["added"], report["already_judged_same"], report["unlabelled"], report["judgments"]) == (2, 1, 1, 4)
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([("q1", "d1", "1"), ("q1", "d2", "yes")], r"l.tsv:3 field 'score': label 'yes' is not an integer"),
+    ([("q1", "d1", "3")], r"l.tsv:2 field 'score': label 3 outside 0..2"),
+    ([("q1", "d1", "1"), ("q2", "d4", "0"), ("q1", "d1", "2")],
+     r"l.tsv:4 field 'score': pair \(q1, d1\) labelled 1 on line 2 and 2 here"),
+    ([("q1", "d9", "1")], r"l.tsv:2 field 'doc_id': unknown document id 'd9'"),
+    ([("q7", "d1", "1")], r"l.tsv:2 field 'query_id': unknown query id 'q7'"),
+])
+def test_label_errors_name_file_and_line(tmp_path, rows, message):
+    path = write_labels(tmp_path / "l.tsv", rows)
+    with pytest.raises(InputError, match=message):
+        read_labels(path, 0, 2, QUERIES, CORPUS)
+
+
+def test_label_file_structure_errors(tmp_path):
+    path = tmp_path / "l.tsv"
+    path.write_text("query_id\tdoc_id\n")
+    with pytest.raises(InputError, match=r"l.tsv:1: header lacks column\(s\) score"):
+        read_labels(path)
+    path.write_text("query_id\tdoc_id\tscore\nq1\td1\n")
+    with pytest.raises(InputError, match=r"l.tsv:2: expected 3 tab-separated columns, got 2"):
+        read_labels(path)
+
+
+def test_label_conflicting_with_existing_judgment(tmp_path):
+    path = write_labels(tmp_path / "l.tsv", [("q1", "d1", "0"), ("q1", "d2", "2")])
+    with pytest.raises(InputError, match=r"l.tsv:3 field 'score': pair \(q1, d2\) is already judged 1"):
+        merge({"q1": {"d2": 1}}, read_labels(path), str(path))
+
+
+def test_pool_and_merge_commands(tmp_path, capsys):
+    dataset = write_beir(tmp_path / "ds", [{"_id": d.id, "title": d.title, "text": d.text} for d in CORPUS.values()],
+                         [{"_id": q.id, "text": q.text} for q in QUERIES.values()], {"test": [("q1", "d2", 0)]})
+    write_run(tmp_path / "a.trec", RUN_A, "a")
+    write_run(tmp_path / "b.trec", RUN_B, "b")
+    qrels = dataset / "qrels" / "test.tsv"
+    argv = ["--dataset", str(dataset), "--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
+            "--depth", "2", "--qrels", str(qrels), "--output", str(tmp_path / "pool.tsv")]
+    assert run_command("pool", argv) == 0
+    lines = (tmp_path / "pool.tsv").read_text().splitlines()
+    assert lines[0].split("\t") == list(COLUMNS)
+    assert lines[4].split("\t") == ["q2", "vpn drops", "d4", "VPN", "reconnect the tunnel", "1", "a,b", ""]
+    assert len(lines) == 6  # header + the five rows of the hand-worked case
+    # a judge fills in two labels and leaves the rest empty
+    filled = [line + "1" if i in (1, 4) else line for i, line in enumerate(lines)]
+    (tmp_path / "labelled.tsv").write_text("\n".join(filled) + "\n")
+    argv = ["--merge", str(tmp_path / "labelled.tsv"), "--qrels", str(qrels), "--dataset", str(dataset),
+            "--output", str(tmp_path / "new.tsv")]
+    assert run_command("pool", argv) == 0
+    assert "3 rows left unlabelled" in capsys.readouterr().out
+    assert read_qrels(tmp_path / "new.tsv") == {"q1": {"d2": 0, "d1": 1}, "q2": {"d4": 1}}
+    assert run_command("pool", ["--runs", str(tmp_path / "a.trec"), "--output", str(tmp_path / "p")]) == 2
