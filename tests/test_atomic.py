@@ -25,3 +25,11 @@ def test_directory_replaced_whole(tmp_path):
     assert sorted(p.name for p in target.iterdir()) == ["b"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
     assert oct(target.stat().st_mode & 0o777) == "0o755"
+
+
+def test_temporaries_of_a_killed_run_are_swept_by_the_next(tmp_path):
+    stale = tmp_path / ".out.tmp-abc123"  # what SIGKILL leaves: no finally block ran
+    stale.mkdir()
+    (stale / "half").write_text("x")
+    write_text(tmp_path / "out", "whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -28,6 +28,8 @@ def atomic_path(target: str | os.PathLike, is_dir: bool = False) -> Iterator[Pat
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{target.name}.tmp-"
+    for stale in target.parent.glob(prefix + "*"):  # left by a run killed with SIGKILL
+        _remove(stale)
     if is_dir:
         tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
     else:

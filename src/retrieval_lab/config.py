@@ -8,6 +8,7 @@ the same schema, so the command line and the pipeline cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ class GenerateParams:
     confusables_per_family: int = 2  # same component, different incident
     generic_docs: int = 80
     queries_per_family: int = 5
-    difficulty: float = 0.5  # 0: queries reuse the documents' words; 1: mostly paraphrase
+    difficulty: float = 0.5  # P(query is paraphrased) = P(query borrows a confusable's words)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class DenseParams:
     bf16: bool = False  # bf16 autocast on CUDA only
     faiss_factory: str = "Flat"  # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
     lock: str = "models/base.lock.json"
+    seed: int = 0  # FAISS training (IVF k-means) when faiss_factory is not exact
 
 
 @dataclass(frozen=True)
@@ -259,7 +261,43 @@ def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = 
             raise InputError(f"invalid YAML: {exc}", str(path), None if line is None else line + 1)
         if not isinstance(data, dict):
             raise InputError("expected a mapping at the top level", str(path))
-    return params_from_dict(apply_overrides(data, overrides or []), str(path))
+    try:
+        return params_from_dict(apply_overrides(data, overrides or []), str(path))
+    except InputError as exc:
+        raise _located(exc, path, overrides or []) from None
+
+
+def _key_line(path: Path, where: str) -> int | None:
+    """1-based line of the dotted key ``where`` (``[i]`` for list items) in a YAML file; None if absent."""
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    line = None
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", where):
+        if isinstance(node, yaml.MappingNode):
+            match = next(((k, v) for k, v in node.value if getattr(k, "value", None) == part), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]  # the key's line
+        elif (isinstance(node, yaml.SequenceNode) and part.startswith("[")
+              and int(part[1:-1]) < len(node.value)):
+            node = node.value[int(part[1:-1])]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _located(exc: InputError, path: Path, overrides: list[str]) -> InputError:
+    """Blame the ``--set`` that supplied the bad value, else the params file's line of the key."""
+    where = exc.field or ""
+    for text in overrides:
+        key = text.split("=", 1)[0].strip()
+        if where == key or where.startswith((key + ".", key + "[")):
+            return InputError(f"{exc.reason} (from --set {text})", field=where)
+    line = _key_line(path, where) if path.exists() and where else None
+    return InputError(exc.reason, exc.path, line, exc.field)
 
 
 def as_dict(obj) -> Any:

@@ -145,6 +145,9 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
             continue
         if len(parts) == 3:
             qid, did, score = parts
+        elif len(parts) == 2:  # the last column is the one left out
+            raise InputError("missing score: got 2 columns, expected 3 (query-id corpus-id score)", str(path),
+                             number, "score")
         elif len(parts) == 4:
             qid, _, did, score = parts
         else:
