@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import argparse
+
+from . import add_params_args, params_of
+
+HELP = "encode a BEIR folder's documents and queries with a dense model into an embeddings folder"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", required=True, help="BEIR folder")
+    parser.add_argument("--model", help="lock file (hashes verified) or fine-tuned model folder "
+                        "(default: dense.lock)")
+    parser.add_argument("--output", required=True, help="embeddings folder to write")
+    add_params_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data import load_dataset
+    from ..encoder import encode_dataset, load
+
+    params = params_of(args)
+    encoder = load(args.model or params.dense.lock, params.dense.device)
+    report = encode_dataset(encoder, load_dataset(args.dataset), args.output, params.dense,
+                            params.retrieve.fields)
+    print(f"encode: {report['documents']} documents, {report['queries']} queries on {report['device']} "
+          f"in {report['seconds_documents'] + report['seconds_queries']:.1f}s "
+          f"({report['docs_per_second']} docs/s) -> {args.output}")
+    for kind in ("documents", "queries"):
+        if report[f"truncated_{kind}"]:
+            print(f"  {report[f'truncated_{kind}']} {kind} cut at {report['max_seq_length']} tokens "
+                  "(dense.max_seq_length)")
+    return 0

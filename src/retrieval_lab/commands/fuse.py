@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import argparse
+
+from . import add_params_args, params_of
+
+HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on training qrels"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", required=True, help="fusion method (rrf, weighted)")
+    parser.add_argument("--runs", required=True, nargs="+", metavar="RUN", help="TREC runs to fuse")
+    parser.add_argument("--output", required=True, help="fused TREC run to write")
+    parser.add_argument("--qrels", help="qrels to tune on (used when fusion.tune_split is set)")
+    parser.add_argument("--report", help="JSON: chosen value and grid scores")
+    add_params_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..atomic import write_json
+    from ..data import read_qrels
+    from ..errors import InputError
+    from ..fusion import fuse
+    from ..runs import read_run, write_run
+
+    params = params_of(args).fusion
+    if len(args.runs) < 2:
+        raise InputError(f"need at least 2 runs, got {len(args.runs)}", field="--runs")
+    runs = [read_run(path) for path in args.runs]
+    qrels = read_qrels(args.qrels) if args.qrels else None
+    fused, report = fuse(args.method, runs, params, qrels)
+    report.update(runs=list(args.runs), qrels=args.qrels)
+    write_run(args.output, fused, tag=f"fused-{args.method}", depth=params.depth)
+    if args.report:
+        write_json(args.report, report)
+    how = (f"tuned on {args.qrels} ({report['measure']} {max(r['score'] for r in report['grid']):.4f})"
+           if report["tuned"] else f"fixed ({report['reason']})")
+    print(f"fuse {args.method}: {report['param']}={report['chosen']} {how}, {len(fused)} queries -> {args.output}")
+    return 0

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import argparse
+
+from . import add_params_args, params_of
+
+HELP = "rank documents for each query with one retriever (bm25, lsa, dense) and write a TREC run"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--retriever", required=True, help="retriever name (bm25, lsa, dense)")
+    parser.add_argument("--output", required=True, help="TREC run file to write")
+    parser.add_argument("--dataset", help="BEIR folder: the corpus for lexical retrievers, the queries "
+                        "(and qrels for --split) for all; dense encodes it on the fly without --embeddings")
+    parser.add_argument("--embeddings", help="embeddings folder (from `encode` or training), dense only")
+    parser.add_argument("--split", help="only this split's queries (default: every query of the folder)")
+    parser.add_argument("--depth", type=int, help="documents per query (default: retrieve.depth)")
+    add_params_args(parser)
+
+
+def _queries(args, dataset, retriever) -> dict[str, str]:
+    from ..data import load_dataset
+    from ..errors import InputError
+
+    if dataset is None and args.split:
+        # the embeddings report names the folder it was encoded from
+        source = getattr(retriever, "embeddings", None)
+        path = source.report.get("dataset") if source is not None else None
+        if not path:
+            raise InputError("--split needs the queries' BEIR folder: give --dataset", field="--dataset")
+        dataset = load_dataset(path, [args.split])
+    if dataset is None:
+        # every query is already encoded in the embeddings folder; its text is not needed
+        return {qid: "" for qid in retriever.embeddings.query_ids}
+    queries = dataset.split_queries(args.split) if args.split else dataset.queries
+    return {qid: q.text for qid, q in queries.items()}
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from .. import retrievers
+    from ..data import load_dataset
+    from ..errors import InputError
+    from ..runs import write_run
+
+    params = params_of(args)
+    cls = retrievers.get(args.retriever)
+    depth = params.retrieve.depth if args.depth is None else args.depth
+    if depth < 1:
+        raise InputError(f"depth must be positive, got {depth}", field="--depth")
+    if args.embeddings and cls.needs != "embeddings":
+        raise InputError(f"{args.retriever} reads a BEIR folder (--dataset), not embeddings", field="--embeddings")
+    start = time.perf_counter()
+    dataset = load_dataset(args.dataset, [args.split] if args.split else None) if args.dataset else None
+    retriever = cls.from_inputs(params, dataset=dataset, embeddings=args.embeddings)
+    queries = _queries(args, dataset, retriever)
+    result = retriever.search(queries, depth)
+    write_run(args.output, result, tag=args.retriever, depth=depth)
+    empty = sum(1 for docs in result.values() if not docs)
+    print(f"retrieve {args.retriever}: {len(queries)} queries, depth {depth}, "
+          f"{empty} queries without any result, {time.perf_counter() - start:.1f}s -> {args.output}")
+    return 0

@@ -1,0 +1,328 @@
+"""The dense encoder: a pinned base model (``models/base.lock.json``) or a fine-tuned folder.
+
+A lock names the model, its revision, where its files come from and the sha256 of
+each file; every hash is checked before any file is used. ``source`` is
+``package:<module>`` (an installed package with ``get_model_path()``, the offline
+default) or ``hub`` (downloaded at the pinned revision through huggingface_hub).
+
+Embeddings are mean-pooled last hidden states (padding excluded), L2-normalised, so
+the inner product is the cosine. :func:`encode_dataset` writes the "embeddings
+folder" every dense consumer reads (:func:`load_embeddings`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .atomic import atomic_path, write_json
+from .config import DenseParams
+from .errors import InputError
+
+LOCK_KEYS = ("name", "revision", "source", "files")
+DOC_EMBEDDINGS, DOC_IDS = "doc_embeddings.npy", "doc_ids.txt"
+QUERY_EMBEDDINGS, QUERY_IDS = "query_embeddings.npy", "query_ids.txt"
+REPORT = "encode_report.json"
+
+
+# ----------------------------------------------------------------------------- the lock
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_lock(lock_path: str | Path) -> dict:
+    """Parse and shape-check a lock file (no hashing)."""
+    lock_path = Path(lock_path)
+    if not lock_path.is_file():
+        raise InputError("lock file not found", str(lock_path))
+    try:
+        lock = json.loads(lock_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON ({exc.msg})", str(lock_path), exc.lineno) from None
+    if not isinstance(lock, dict):
+        raise InputError("expected a JSON object", str(lock_path))
+    for key in LOCK_KEYS:
+        if key not in lock:
+            raise InputError("missing field", str(lock_path), field=key)
+    files = lock["files"]
+    if not isinstance(files, dict) or not files:
+        raise InputError("expected a non-empty mapping file name -> sha256", str(lock_path), field="files")
+    for name, digest in files.items():
+        if not (isinstance(digest, str) and len(digest) == 64):
+            raise InputError(f"expected a 64-hex-digit sha256, got {digest!r}", str(lock_path),
+                             field=f"files.{name}")
+    return lock
+
+
+def _lock_folder(lock: dict, lock_path: Path) -> Path:
+    source = lock["source"]
+    if isinstance(source, str) and source.startswith("package:"):
+        module_name = source.split(":", 1)[1]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            raise InputError(f"model package {module_name!r} is not installed", str(lock_path),
+                             field="source") from None
+        return Path(module.get_model_path())
+    if source == "hub":
+        # For users with a hub: fetch exactly the pinned revision (equivalent to
+        # AutoModel.from_pretrained(name, revision=...)), then verify like any local folder.
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id=lock["name"], revision=lock["revision"]))
+    raise InputError(f"unknown source {source!r} (expected 'package:<module>' or 'hub')", str(lock_path),
+                     field="source")
+
+
+def _verified(lock_path: Path) -> tuple[dict, Path]:
+    lock = read_lock(lock_path)
+    folder = _lock_folder(lock, lock_path)
+    for name, expected in lock["files"].items():
+        path = folder / name
+        if not path.is_file():
+            raise InputError(f"model file {name} is missing from {folder} (expected sha256 {expected}, "
+                             "actual: no file)", str(lock_path), field=f"files.{name}")
+        actual = _sha256(path)
+        if actual != expected.lower():
+            raise InputError(f"model file {name} has sha256 {actual}, expected {expected}", str(lock_path),
+                             field=f"files.{name}")
+    return lock, folder
+
+
+def verify_lock(lock_path: str | Path) -> Path:
+    """Resolve the lock's model folder and check every listed file's sha256 before any use."""
+    return _verified(Path(lock_path))[1]
+
+
+# ----------------------------------------------------------------------------- the encoder
+
+
+def _mean_pool(last_hidden, mask):
+    mask = mask.unsqueeze(-1).to(last_hidden.dtype)  # [B, T, 1]
+    summed = (last_hidden * mask).sum(dim=1)  # [B, H]
+    counts = mask.sum(dim=1).clamp(min=1e-9)  # [B, 1]
+    return summed / counts  # [B, H]
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError("CUDA requested but not available", field="dense.device")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise InputError(f"unknown device {device!r} (auto, cpu, cuda)", field="dense.device")
+    return torch.device(device)
+
+
+class Encoder:
+    """A Hugging Face encoder with mean pooling and L2 normalisation.
+
+    ``embed`` keeps the graph (training); ``encode`` is inference, batch by batch.
+    ``source`` describes where the weights came from (lock and hashes, or folder).
+    """
+
+    def __init__(self, model, tokenizer, device, source: dict):
+        self.model, self.tokenizer, self.device, self.source = model, tokenizer, device, source
+        self.last_truncated = 0  # texts cut at max_length by the latest encode()
+
+    @property
+    def dim(self) -> int:
+        # training may wrap the model (DistributedDataParallel keeps it as .module)
+        return int(getattr(self.model, "module", self.model).config.hidden_size)
+
+    def _tokenize(self, texts: list[str], max_length: int):
+        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length,
+                               return_tensors="pt")
+        # The fast tokenizer keeps what truncation cut off in `overflowing`.
+        truncated = sum(1 for enc in batch.encodings if enc.overflowing)
+        return batch.to(self.device), truncated
+
+    def _forward(self, batch):
+        out = self.model(**batch).last_hidden_state  # [B, T, H]
+        pooled = _mean_pool(out.float(), batch["attention_mask"])  # [B, H]
+        return F.normalize(pooled, p=2, dim=-1)  # [B, H], unit rows
+
+    def embed(self, texts: list[str], max_length: int):
+        """Embeddings ``[len(texts), H]`` with gradients (training).
+
+        e = u / |u|,  u = sum_t m_t h_t / sum_t m_t, with h_t the last hidden state of
+        token t and m_t the attention mask (1 for tokens, 0 for padding), so padding
+        changes neither the sum nor the count.
+        """
+        batch, _ = self._tokenize(texts, max_length)
+        return self._forward(batch)
+
+    def encode(self, texts: list[str], batch_size: int = 64, max_length: int = 256,
+               bf16: bool = False) -> np.ndarray:
+        """Inference embeddings ``float32 [len(texts), H]`` in input order.
+
+        Texts are batched longest first (by characters) so each batch pads little; the
+        number cut at ``max_length`` tokens is stored in ``last_truncated``.
+        """
+        if batch_size < 1:
+            raise InputError(f"batch size must be positive, got {batch_size}", field="dense.batch_size")
+        texts = list(texts)
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        truncated = 0
+        was_training = self.model.training
+        self.model.eval()  # no dropout
+        autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if bf16 and self.device.type == "cuda"
+                    else contextlib.nullcontext())
+        try:
+            with torch.inference_mode(), autocast:
+                for start in range(0, len(texts), batch_size):
+                    idx = order[start:start + batch_size]
+                    batch, cut = self._tokenize([texts[i] for i in idx], max_length)
+                    truncated += cut
+                    out[idx] = self._forward(batch).float().cpu().numpy()  # [b, H]
+        finally:
+            self.model.train(was_training)
+        self.last_truncated = truncated
+        return out
+
+    def save(self, directory: str | Path) -> None:
+        """Save model and tokenizer in Hugging Face format (atomically, as a folder)."""
+        with atomic_path(directory, is_dir=True) as tmp:
+            self.model.save_pretrained(tmp)
+            self.tokenizer.save_pretrained(tmp)
+
+
+def load(model: str | Path, device: str = "auto") -> Encoder:
+    """Load from a lock file (hashes verified first) or a Hugging Face model folder (fine-tuned)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    path = Path(model)
+    if path.is_file():
+        lock, folder = _verified(path)
+        source = {"lock": str(path), **{k: lock[k] for k in LOCK_KEYS}, "folder": str(folder)}
+    elif path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError("not a Hugging Face model folder (no config.json)", str(path))
+        folder = path
+        source = {"model_dir": str(path.resolve())}
+    else:
+        raise InputError("model not found: expected a lock file or a model folder", str(path))
+    torch_device = resolve_device(device)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if not getattr(tokenizer, "is_fast", False):
+        raise InputError("a fast (Rust) tokenizer is required (tokenizer.json)", str(folder))
+    net = AutoModel.from_pretrained(folder).to(torch_device)
+    net.eval()
+    return Encoder(net, tokenizer, torch_device, source)
+
+
+# ----------------------------------------------------------------------------- embeddings folder
+
+
+@dataclass
+class Embeddings:
+    doc_ids: list[str]
+    doc_embeddings: np.ndarray  # [n_docs, H] float32, unit rows
+    query_ids: list[str]
+    query_embeddings: np.ndarray  # [n_queries, H] float32, unit rows
+    report: dict = field(default_factory=dict)
+
+
+def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[str]) -> Embeddings:
+    """Encode every document (``fields`` joined by a space) and every query, in memory."""
+    doc_ids = list(dataset.corpus)
+    query_ids = list(dataset.queries)
+    timings, truncated, arrays = {}, {}, {}
+    for kind, texts in (("documents", [dataset.corpus[d].content(fields) for d in doc_ids]),
+                        ("queries", [dataset.queries[q].text for q in query_ids])):
+        start = time.perf_counter()
+        arrays[kind] = encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16)
+        timings[kind] = time.perf_counter() - start
+        truncated[kind] = encoder.last_truncated
+    report = {
+        "model": encoder.source,
+        "dataset": str(dataset.path),
+        "device": str(encoder.device),
+        "fields": list(fields),
+        "max_seq_length": params.max_seq_length,
+        "batch_size": params.batch_size,
+        "bf16": params.bf16,
+        "dim": encoder.dim,
+        "documents": len(doc_ids),
+        "queries": len(query_ids),
+        "truncated_documents": truncated["documents"],
+        "truncated_queries": truncated["queries"],
+        "seconds_documents": round(timings["documents"], 3),
+        "seconds_queries": round(timings["queries"], 3),
+        "docs_per_second": round(len(doc_ids) / max(timings["documents"], 1e-9), 1),
+    }
+    return Embeddings(doc_ids, arrays["documents"], query_ids, arrays["queries"], report)
+
+
+def write_embeddings(embeddings: Embeddings, out_dir: str | Path) -> None:
+    """Write the embeddings folder atomically (all files appear together or not at all)."""
+    with atomic_path(out_dir, is_dir=True) as tmp:
+        np.save(tmp / DOC_EMBEDDINGS, embeddings.doc_embeddings)
+        np.save(tmp / QUERY_EMBEDDINGS, embeddings.query_embeddings)
+        (tmp / DOC_IDS).write_text("".join(d + "\n" for d in embeddings.doc_ids), encoding="utf-8")
+        (tmp / QUERY_IDS).write_text("".join(q + "\n" for q in embeddings.query_ids), encoding="utf-8")
+        write_json(tmp / REPORT, embeddings.report)
+
+
+def encode_dataset(encoder: Encoder, dataset, out_dir: str | Path, params: DenseParams,
+                   fields: list[str]) -> dict:
+    """:func:`embed_dataset` then :func:`write_embeddings`; returns the report (``encode_report.json``)."""
+    embeddings = embed_dataset(encoder, dataset, params, fields)
+    write_embeddings(embeddings, out_dir)
+    return embeddings.report
+
+
+def _read_ids(path: Path) -> list[str]:
+    if not path.is_file():
+        raise InputError("file not found", str(path))
+    ids = path.read_text(encoding="utf-8").split("\n")
+    if ids and ids[-1] == "":
+        ids.pop()
+    for number, item in enumerate(ids, start=1):
+        if not item.strip():
+            raise InputError("empty id", str(path), number)
+    return ids
+
+
+def _read_matrix(path: Path, rows: int, ids_path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise InputError("file not found", str(path))
+    matrix = np.load(path)
+    if matrix.ndim != 2 or matrix.shape[0] != rows:
+        raise InputError(f"shape {matrix.shape} does not match {rows} ids in {ids_path.name}", str(path))
+    if not np.isfinite(matrix).all():
+        raise InputError("non-finite values", str(path))
+    return np.ascontiguousarray(matrix, dtype=np.float32)
+
+
+def load_embeddings(directory: str | Path) -> Embeddings:
+    """Read an embeddings folder written by :func:`encode_dataset` (or training), checked."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError("embeddings folder not found", str(directory))
+    doc_ids = _read_ids(directory / DOC_IDS)
+    query_ids = _read_ids(directory / QUERY_IDS)
+    docs = _read_matrix(directory / DOC_EMBEDDINGS, len(doc_ids), directory / DOC_IDS)
+    queries = _read_matrix(directory / QUERY_EMBEDDINGS, len(query_ids), directory / QUERY_IDS)
+    if docs.shape[1] != queries.shape[1]:
+        raise InputError(f"query dimension {queries.shape[1]} differs from document dimension "
+                         f"{docs.shape[1]}", str(directory / QUERY_EMBEDDINGS))
+    report_path = directory / REPORT
+    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
+    return Embeddings(doc_ids, docs, query_ids, queries, report)

@@ -1,0 +1,55 @@
+"""Fusion registry (``--method NAME``) and grid-search tuning of each method's one parameter.
+
+A method module defines ``fuse(runs, value, depth) -> Run`` and names the fusion
+params it reads: ``PARAM`` (the fixed value) and ``GRID`` (the values tried when tuning).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..config import FusionParams
+from ..data import Qrels
+from ..errors import InputError
+from ..runs import Run
+
+METHODS = ("rrf", "weighted")
+
+
+def get(name: str) -> ModuleType:
+    if name not in METHODS:
+        raise InputError(f"unknown fusion method {name!r} (choices: {', '.join(METHODS)})", field="--method")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> dict:
+    """Try every value of the method's grid on ``qrels``; the best ``tune_measure`` mean wins.
+
+    Ties go to the value listed first in the grid. Returns the chosen value and every score.
+    """
+    from ..metrics import evaluate
+
+    module = get(method)
+    grid = getattr(params, module.GRID)
+    if not grid:
+        raise InputError("empty grid", field=f"fusion.{module.GRID}")
+    scores = []
+    for value in grid:
+        fused = module.fuse(runs, value, params.depth)
+        scores.append({"value": value,
+                       "score": evaluate(qrels, fused, [params.tune_measure]).means[params.tune_measure]})
+    best = max(scores, key=lambda row: row["score"])  # max keeps the first of equals
+    return {"param": module.PARAM, "chosen": best["value"], "measure": params.tune_measure, "grid": scores}
+
+
+def fuse(method: str, runs: list[Run], params: FusionParams, qrels: Qrels | None = None) -> tuple[Run, dict]:
+    """Fuse with the tuned value when ``qrels`` are given and ``tune_split`` is set, else the fixed one."""
+    module = get(method)
+    report = {"method": method, "depth": params.depth}
+    if qrels is not None and params.tune_split is not None:
+        report.update(tuned=True, tune_split=params.tune_split, **tune(method, runs, qrels, params))
+    else:
+        why = "no qrels given" if qrels is None else "fusion.tune_split is null"
+        report.update(tuned=False, reason=why, param=module.PARAM, chosen=getattr(params, module.PARAM))
+    return module.fuse(runs, report["chosen"], params.depth), report

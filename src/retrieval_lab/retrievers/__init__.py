@@ -1,0 +1,31 @@
+"""Retriever registry: ``--retriever NAME`` -> class; valid choices and errors come from here.
+
+Every retriever is built by ``from_inputs(params, dataset=..., embeddings=...)`` and
+answers ``search(queries: dict[qid, text], depth) -> Run``. ``needs`` says which input
+it is built from: "dataset" (a BEIR folder) or "embeddings" (an embeddings folder, or
+a BEIR folder encoded on the fly).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..errors import InputError
+
+# name -> "module:Class", imported on demand so lexical runs never load torch or faiss
+REGISTRY = {
+    "bm25": "bm25:BM25Retriever",
+    "lsa": "lsa:LSARetriever",
+    "dense": "dense:DenseRetriever",
+}
+
+
+def names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def get(name: str, field: str = "--retriever"):
+    if name not in REGISTRY:
+        raise InputError(f"unknown retriever {name!r} (choices: {', '.join(names())})", field=field)
+    module_name, class_name = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(f"{__name__}.{module_name}"), class_name)

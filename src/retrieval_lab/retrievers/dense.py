@@ -1,0 +1,112 @@
+"""Dense retrieval: inner product of unit embeddings (cosine) through a FAISS index (params ``dense:``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import DenseParams, Params
+from ..errors import InputError
+from ..runs import Run, ranked
+
+_QUERY_CHUNK = 1024  # queries searched at once: bounds the [chunk, depth] result arrays
+
+
+def build_index(matrix: np.ndarray, factory: str = "Flat", seed: int = 0):
+    """A FAISS inner-product index over ``matrix`` [n, H] (float32, unit rows).
+
+    "Flat" is exact search (IndexFlatIP). Other factory strings ("IVF256,Flat",
+    "HNSW32", ...) are approximate; an index that needs training (IVF k-means) is
+    trained on the documents with ``seed``. On a GPU build with CUDA the index is
+    moved to GPU 0.
+    """
+    import faiss
+
+    dim = matrix.shape[1]
+    try:
+        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as exc:
+        raise InputError(f"invalid FAISS factory string {factory!r}: {str(exc).splitlines()[0]}",
+                         field="dense.faiss_factory") from None
+    if not index.is_trained:
+        ivf = faiss.try_extract_index_ivf(index)
+        if ivf is not None:
+            ivf.cp.seed = seed  # k-means initialisation
+        index.train(matrix)
+    if hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
+        resources = faiss.StandardGpuResources()
+        index = faiss.index_cpu_to_gpu(resources, 0, index)
+        index.resources = resources  # the GPU index must not outlive its resources
+    index.add(matrix)
+    return index
+
+
+class DenseRetriever:
+    """score(q, d) = e_q . e_d with unit mean-pooled embeddings, i.e. their cosine.
+
+    Built from an embeddings folder (queries already encoded there are looked up by
+    id) or from a BEIR folder, encoded on the fly with the ``dense.lock`` base model.
+    Every document is a result (cosines may be negative); the top ``depth`` are kept.
+    """
+
+    name = "dense"
+    needs = "embeddings"
+
+    def __init__(self, embeddings, params: DenseParams, encoder=None):
+        self.embeddings, self.params, self._encoder = embeddings, params, encoder
+        self._query_rows = {qid: i for i, qid in enumerate(embeddings.query_ids)}
+        self._index = build_index(embeddings.doc_embeddings, params.faiss_factory, params.seed)
+
+    @classmethod
+    def from_inputs(cls, params: Params, dataset=None, embeddings=None) -> DenseRetriever:
+        from .. import encoder as enc
+
+        if embeddings is not None:
+            loaded = enc.load_embeddings(embeddings)
+            if dataset is not None and set(loaded.doc_ids) != set(dataset.corpus):
+                raise InputError(f"its {len(loaded.doc_ids)} documents are not the {len(dataset.corpus)} of "
+                                 f"{dataset.path}", str(embeddings), field="--embeddings")
+            return cls(loaded, params.dense)
+        if dataset is None:
+            raise InputError("dense reads an embeddings folder (--embeddings) or a BEIR folder (--dataset)",
+                             field="--embeddings")
+        model = enc.load(params.dense.lock, params.dense.device)
+        return cls(enc.embed_dataset(model, dataset, params.dense, params.retrieve.fields), params.dense, model)
+
+    def _encoder_for_new_queries(self):
+        if self._encoder is None:
+            from .. import encoder as enc
+
+            source = self.embeddings.report.get("model", {})
+            spec = source.get("lock") or source.get("model_dir")
+            if spec is None:
+                raise InputError("queries missing from the embeddings folder and its report names no model",
+                                 field="--embeddings")
+            self._encoder = enc.load(spec, self.params.device)
+        return self._encoder
+
+    def _query_matrix(self, qids: list[str], queries: dict[str, str]) -> np.ndarray:
+        new = [q for q in qids if q not in self._query_rows]
+        encoded = {}
+        if new:
+            vectors = self._encoder_for_new_queries().encode(
+                [queries[q] for q in new], self.params.batch_size, self.params.max_seq_length, self.params.bf16)
+            encoded = dict(zip(new, vectors))
+        stored = self.embeddings.query_embeddings
+        return np.stack([encoded[q] if q in encoded else stored[self._query_rows[q]] for q in qids])  # [q, H]
+
+    def search(self, queries: dict[str, str], depth: int) -> Run:
+        doc_ids = self.embeddings.doc_ids
+        k = min(depth, len(doc_ids))
+        qids = list(queries)
+        run: Run = {}
+        for start in range(0, len(qids), _QUERY_CHUNK):
+            chunk = qids[start:start + _QUERY_CHUNK]
+            if k == 0:
+                run.update({q: {} for q in chunk})
+                continue
+            scores, rows = self._index.search(self._query_matrix(chunk, queries), k)  # [c, k] each
+            for qid, row_scores, row_ids in zip(chunk, scores, rows):
+                # -1: an approximate index found fewer than k documents
+                found = {doc_ids[j]: float(s) for s, j in zip(row_scores, row_ids) if j >= 0}
+                run[qid] = dict(ranked(found))
+        return run

