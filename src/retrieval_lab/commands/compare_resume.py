@@ -1,0 +1,50 @@
+"""``retrieval-lab compare-resume``: an interrupted and resumed run must equal an uninterrupted one."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+
+from . import add_params_args, params_of
+
+HELP = "train a tiny setting straight and stopped+resumed; check steps, data order, losses, weights (JSON report)"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", required=True, help="prepared dataset folder")
+    parser.add_argument("--negatives", required=True, help="negatives.jsonl from `mine`")
+    parser.add_argument("--variant", default="hard", help="train.variants entry (default: hard)")
+    parser.add_argument("--steps", type=int, default=4, help="total steps (default 4)")
+    parser.add_argument("--stop-after", type=int, help="interrupt at this step (default: steps // 2)")
+    parser.add_argument("--batch-size", type=int, default=4, help="queries per batch (default 4)")
+    parser.add_argument("--max-length", type=int, default=32, help="tokens per text (default 32)")
+    parser.add_argument("--device", default="cpu", help="cpu (bitwise check) | cuda | auto (default cpu)")
+    parser.add_argument("--output", required=True, help="JSON report path")
+    add_params_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..atomic import write_json
+    from ..data import load_dataset
+    from ..encoder import load
+    from ..training import compare_resume, training_data, variant_of
+
+    params = params_of(args)
+    train = dataclasses.replace(params.train, max_steps=args.steps, batch_size=args.batch_size,
+                                max_seq_length=args.max_length)
+    variant = variant_of(train, args.variant)
+    dataset = load_dataset(args.dataset)
+    data = training_data(dataset, args.negatives, train.positives_per_query, list(params.retrieve.fields))
+    with tempfile.TemporaryDirectory(prefix="compare-resume-") as work:
+        report = compare_resume(lambda: load(params.dense.lock, args.device), data, train, args.variant, variant,
+                                args.stop_after or args.steps // 2, work)
+    write_json(args.output, report)
+    print(json.dumps({"passed": report["passed"], **report["checks"],
+                      "max_abs_param_diff": report["max_abs_param_diff"]}))
+    if not report["passed"]:
+        print(f"compare-resume FAILED (see {args.output})", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,67 @@
+"""``retrieval-lab mine``: negatives for training from a run, audited (stage ``mine``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import add_params_args, params_of
+
+HELP = "mine training negatives from a run (hard | random) and audit them; or audit an existing file"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", required=True, help="prepared dataset folder (data/prepared/<ds>)")
+    parser.add_argument("--run", help="TREC run whose ranking is mined (runs/<ds>/dense.trec)")
+    parser.add_argument("--strategy", help="hard | random")
+    parser.add_argument("--output", help="output folder: negatives.jsonl + mining-audit.json")
+    parser.add_argument("--audit", metavar="FILE", help="only audit this negatives.jsonl (exit 1 if it fails)")
+    add_params_args(parser)
+
+
+def _summary(audit: dict) -> str:
+    keys = ("passed", "strategy", "queries", "negatives", "checks")
+    out = {k: audit[k] for k in keys}
+    out["shortfall_queries"] = audit["shortfall"]["queries"]
+    out["suspicious"] = audit["suspicious"]["count"]
+    out["pool"] = audit["pool"]
+    return json.dumps(out)
+
+
+def _print_failures(audit: dict) -> None:
+    for f in audit["failures"][:20]:
+        where = f"line {f['line']}: " if f.get("line") else ""
+        print(f"  {where}query {f['query_id']!r} document {f['doc_id']!r}: {f['problem']}", file=sys.stderr)
+    if len(audit["failures"]) > 20:
+        print(f"  ... {len(audit['failures']) - 20} more", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..data import load_dataset
+    from ..mining import MiningAuditError, audit_negatives, check_strategy, mine_to_dir
+    from ..runs import read_run
+
+    params = params_of(args).mine
+    dataset = load_dataset(args.dataset)
+    if args.audit:
+        audit = audit_negatives(args.audit, dataset, params.count)
+        print(_summary(audit))
+        if not audit["passed"]:
+            print(f"audit FAILED for {args.audit}:", file=sys.stderr)
+            _print_failures(audit)
+            return 1
+        return 0
+    missing = [name for name in ("run", "strategy", "output") if getattr(args, name) is None]
+    if missing:
+        print(f"error: --{', --'.join(missing)} required (or --audit FILE)", file=sys.stderr)
+        return 2
+    check_strategy(args.strategy)
+    try:
+        audit = mine_to_dir(read_run(args.run), dataset, params, args.strategy, args.output, args.run)
+    except MiningAuditError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _print_failures(exc.audit)
+        return 1
+    print(_summary(audit))
+    return 0

