@@ -14,8 +14,22 @@ from .errors import InputError
 
 # subcommand name -> module under retrieval_lab.commands
 COMMANDS = {
+    "encode": "encode",
+    "retrieve": "retrieve",
+    "fuse": "fuse",
     "generate": "generate",
     "prepare": "prepare",
+    "check-loss": "check_loss",
+    "exercise": "exercise",
+    "mine": "mine",
+    "train": "train",
+    "compare-resume": "compare_resume",
+    "eval": "eval",
+    "evaluate": "evaluate",
+    "compare": "compare",
+    "pool": "pool",
+    "report": "report",
+    "inspect-embeddings": "inspect_embeddings",
 }
 
 

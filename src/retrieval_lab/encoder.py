@@ -210,7 +210,7 @@ def load(model: str | Path, device: str = "auto") -> Encoder:
     path = Path(model)
     if path.is_file():
         lock, folder = _verified(path)
-        source = {"lock": str(path), **{k: lock[k] for k in LOCK_KEYS}, "folder": str(folder)}
+        source = {"lock": str(path), **{k: lock[k] for k in LOCK_KEYS}}  # no absolute folder: outputs are portable
     elif path.is_dir():
         if not (path / "config.json").is_file():
             raise InputError("not a Hugging Face model folder (no config.json)", str(path))
@@ -236,7 +236,8 @@ class Embeddings:
     doc_embeddings: np.ndarray  # [n_docs, H] float32, unit rows
     query_ids: list[str]
     query_embeddings: np.ndarray  # [n_queries, H] float32, unit rows
-    report: dict = field(default_factory=dict)
+    report: dict = field(default_factory=dict)  # written: depends only on the inputs
+    timings: dict = field(default_factory=dict)  # printed, never written: outputs must hash the same each run
 
 
 def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[str]) -> Embeddings:
@@ -263,11 +264,10 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
         "queries": len(query_ids),
         "truncated_documents": truncated["documents"],
         "truncated_queries": truncated["queries"],
-        "seconds_documents": round(timings["documents"], 3),
-        "seconds_queries": round(timings["queries"], 3),
-        "docs_per_second": round(len(doc_ids) / max(timings["documents"], 1e-9), 1),
     }
-    return Embeddings(doc_ids, arrays["documents"], query_ids, arrays["queries"], report)
+    timings = {"seconds_documents": round(timings["documents"], 3), "seconds_queries": round(timings["queries"], 3),
+               "docs_per_second": round(len(doc_ids) / max(timings["documents"], 1e-9), 1)}
+    return Embeddings(doc_ids, arrays["documents"], query_ids, arrays["queries"], report, timings)
 
 
 def write_embeddings(embeddings: Embeddings, out_dir: str | Path) -> None:
@@ -282,10 +282,11 @@ def write_embeddings(embeddings: Embeddings, out_dir: str | Path) -> None:
 
 def encode_dataset(encoder: Encoder, dataset, out_dir: str | Path, params: DenseParams,
                    fields: list[str]) -> dict:
-    """:func:`embed_dataset` then :func:`write_embeddings`; returns the report (``encode_report.json``)."""
+    """:func:`embed_dataset` then :func:`write_embeddings`; returns the report (``encode_report.json``)
+    with the timings added."""
     embeddings = embed_dataset(encoder, dataset, params, fields)
     write_embeddings(embeddings, out_dir)
-    return embeddings.report
+    return {**embeddings.report, **embeddings.timings}
 
 
 def _read_ids(path: Path) -> list[str]:

@@ -530,7 +530,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                        dist_info=dist_info, progress=progress)
     if dist_info.main and not result.stopped_early:
         report = {"variant": variant_name, "fingerprint": fp, "steps": result.steps,
-                  "device": str(encoder.device), "world_size": dist_info.world, "seconds": round(result.seconds, 1),
+                  "device": str(encoder.device), "world_size": dist_info.world,
                   "first_loss": result.history[0]["loss"], "last_loss": result.history[-1]["loss"],
                   "validation": result.validation, "negatives": str(negatives),
                   "base_model": encoder.source}

@@ -1,0 +1,53 @@
+"""Run a DVC command (default ``dvc repro``) and print where the time goes, stage by stage.
+
+    PATH=.venv/bin:$PATH python scripts/time_repro.py [--json timings.json] [-- dvc exp run -S dataset=scifact]
+
+Stage boundaries are read from DVC's own "Running stage 'X'" lines as they stream; the
+output of the command is passed through unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+
+STAGE = re.compile(r"Running stage '([^']+)'")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write {stage: seconds, ...} here")
+    parser.add_argument("command", nargs="*", default=["dvc", "repro"])
+    args = parser.parse_args()
+    start = current_start = time.perf_counter()
+    current, seconds = None, {}
+    proc = subprocess.Popen(args.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        match = STAGE.search(line)
+        if match:
+            now = time.perf_counter()
+            if current:
+                seconds[current] = now - current_start
+            current, current_start = match.group(1), now
+    rc = proc.wait()
+    end = time.perf_counter()
+    if current:
+        seconds[current] = end - current_start
+    total = end - start
+    print(f"\nwhere the time went ({total:.0f} s in all):")
+    for stage, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        print(f"  {stage:32s} {s:8.1f} s  {s / total:6.1%}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({"command": args.command, "total_seconds": total, "stages": seconds, "returncode": rc}, fh,
+                      indent=2)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
