@@ -1,6 +1,6 @@
 """Time and peak memory of retrieval_lab.metrics against pytrec_eval on one large random run.
 
-    .venv/bin/python scripts/bench_metrics.py [--queries 10000] [--depth 1000] [--seed 0]
+    .venv/bin/python scripts/bench_metrics.py [--queries 10000] [--depth 1000] [--seed 0] [--json out.json]
 
 Both sides start from the same in-memory qrels and run dicts and produce per-query
 values and means for the same nine measures; the values are checked equal. Each side
@@ -16,8 +16,10 @@ import subprocess
 import sys
 import time
 
+import _bench
 import numpy as np
 
+GOAL = 1.0  # time ratio ours / pytrec_eval
 OURS_TO_TREC = {
     "Success@1": "success_1", "Success@10": "success_10", "R@10": "recall_10", "R@100": "recall_100",
     "P@10": "P_10", "RR": "recip_rank", "nDCG@10": "ndcg_cut_10", "AP@10": "map_cut_10",
@@ -89,6 +91,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--depth", type=int, default=1_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--side", choices=["ours", "pytrec_eval"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
@@ -111,6 +114,12 @@ def main() -> int:
     if ours["peak_bytes"] is not None and trec["peak_bytes"]:
         print(f"peak memory ratio: {ours['peak_bytes'] / trec['peak_bytes']:.3f}")
     print(f"max |difference|: means {worst:.2e}, sampled per-query values {worst_q:.2e}")
+    _bench.write_json(args.json, {
+        "rows": [{"contender": side, "seconds": r["seconds"],
+                  "peak_mb": None if r["peak_bytes"] is None else r["peak_bytes"] / 2**20, "means": r["means"]}
+                 for side, r in results.items()],
+        "ratio": ours["seconds"] / trec["seconds"], "goal": GOAL, "queries": args.queries, "depth": args.depth,
+        "seed": args.seed, "max_abs_diff_means": worst, "max_abs_diff_per_query": worst_q})
     return 0 if worst < 1e-12 and worst_q < 1e-12 else 1
 
 

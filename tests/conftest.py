@@ -4,7 +4,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from beir_fixtures import REPO, SCIFACT
 
 # DVC writes a site cache under the user's home unless told otherwise; keep it in the test tree.

@@ -8,10 +8,9 @@ from retrieval_lab.atomic import atomic_path, write_text
 def test_failed_write_leaves_previous_output_untouched(tmp_path):
     target = tmp_path / "out.txt"
     write_text(target, "old")
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("killed")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("killed")
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import pytest
+from beir_fixtures import REPO
 
 from retrieval_lab.config import load_params
 from retrieval_lab.errors import InputError
-
-from beir_fixtures import REPO
 
 
 def test_repository_params_are_valid():

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from beir_fixtures import write_beir
 
 from retrieval_lab.data import load_dataset, read_corpus, read_qrels, read_queries
 from retrieval_lab.errors import InputError
-
-from beir_fixtures import write_beir
 
 DOCS = [{"_id": "d1", "title": "Queue", "text": "restart the worker"},
         {"_id": "d2", "title": "DNS", "text": "flush the resolver cache"}]

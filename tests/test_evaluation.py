@@ -68,6 +68,9 @@ def test_evaluate_stage_writes_hand_checked_numbers(tiny, tmp_path):
     assert (rep / "recall_curve.csv").read_text().splitlines() == [
         "k,recall", "1,0.0", f"2,{1 / 3!r}", "3,0.5"]  # q1 found at 2, q2 half at 3
     assert (rep / "first_positive_ranks.csv").read_text().splitlines() == ["query,rank", "q1,2", "q2,3", "q4,4"]
+    # q1 rank 2, q2 rank 3, q4 not found: one query in bands 002 and 003, one "not found"
+    hist = dict(line.split(",") for line in (rep / "first_positive_hist.csv").read_text().splitlines()[1:])
+    assert (hist["001"], hist["002"], hist["003"], hist["004-005"], hist["not found"]) == ("0", "1", "1", "0", "1")
     diagnosis = json.loads((rep / "diagnosis.json").read_text())
     classes = {q["query"]: q["class"] for q in diagnosis["queries"]}
     # q1: top d2 shares "router" only, d1 shares all three tokens -> late; q4 absent -> nothing retrieved

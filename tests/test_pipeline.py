@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from beir_fixtures import REPO
 from pipeline_fixtures import clone_working_tree, env, lock_hashes, sh
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from beir_fixtures import write_beir
+
 from retrieval_lab.config import PrepareParams
 from retrieval_lab.data import load_dataset
 from retrieval_lab.prepare import LeakageError, assign_families, prepare

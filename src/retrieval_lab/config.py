@@ -190,7 +190,7 @@ def _coerce(value: Any, tp, where: str, source: str) -> Any:
             raise InputError(f"expected a list, got {value!r}", source, field=where)
         return [_coerce(v, item_tp, f"{where}[{i}]", source) for i, v in enumerate(value)]
     if origin is dict:
-        key_tp, item_tp = typing.get_args(tp)
+        _, item_tp = typing.get_args(tp)
         if not isinstance(value, dict):
             raise InputError(f"expected a mapping, got {value!r}", source, field=where)
         return {str(k): _coerce(v, item_tp, f"{where}.{k}", source) for k, v in value.items()}

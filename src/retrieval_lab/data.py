@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from .atomic import atomic_path
 from .errors import InputError
@@ -52,7 +52,7 @@ class Dataset:
         return {q: self.queries[q] for q in self.qrels[split]}
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Yield (line number, decoded line), naming the line of any invalid UTF-8."""
     if not path.exists():
         raise InputError("file not found", str(path))
@@ -78,11 +78,10 @@ def _string(obj: dict, key: str, path: Path, line: int, required: bool = True,
     return value
 
 
-def read_jsonl_records(path: str | Path, kind: str) -> list[tuple[int, dict]]:
-    """Parse a JSONL file of objects with a unique string ``_id``; returns (line, object)."""
+def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """Yield (line number, object) for each non-blank line of a JSONL file of objects."""
     path = Path(path)
-    records, first_line = [], {}
-    for number, line in _lines(path):
+    for number, line in text_lines(path):
         if not line.strip():
             continue
         try:
@@ -91,6 +90,14 @@ def read_jsonl_records(path: str | Path, kind: str) -> list[tuple[int, dict]]:
             raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), number) from None
         if not isinstance(obj, dict):
             raise InputError(f"expected a JSON object, got {type(obj).__name__}", str(path), number)
+        yield number, obj
+
+
+def read_jsonl_records(path: str | Path, kind: str) -> list[tuple[int, dict]]:
+    """Parse a JSONL file of objects with a unique string ``_id``; returns (line, object)."""
+    path = Path(path)
+    records, first_line = [], {}
+    for number, obj in json_objects(path):
         doc_id = _string(obj, "_id", path, number, non_empty=True)
         if doc_id in first_line:
             raise InputError(f"duplicate {kind} id {doc_id!r} (first on line {first_line[doc_id]})",
@@ -137,7 +144,7 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
     path = Path(path)
     qrels: Qrels = {}
     seen: dict[tuple[str, str], int] = {}
-    for number, line in _lines(path):
+    for number, line in text_lines(path):
         if not line.strip():
             continue
         parts = line.split()
@@ -228,8 +235,7 @@ def write_qrels(path: str | Path, qrels: Qrels) -> None:
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         fh.write("query-id\tcorpus-id\tscore\n")
         for qid, judged in qrels.items():
-            for did, rel in judged.items():
-                fh.write(f"{qid}\t{did}\t{rel}\n")
+            fh.writelines(f"{qid}\t{did}\t{rel}\n" for did, rel in judged.items())
 
 
 def is_finite(x: float) -> bool:

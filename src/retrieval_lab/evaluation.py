@@ -7,6 +7,7 @@ e.g. fusion.json, so files are replaced one by one, never the folder):
 ``reports/per_query.json``        per query: measure values, first positive rank, rank of every positive
 ``reports/recall_curve.csv``      k,recall for k = 1..depth (mean R@k)
 ``reports/first_positive_ranks.csv``  query,rank; rank = depth + 1 when no positive was retrieved
+``reports/first_positive_hist.csv``   bucket,queries: how many queries have their first positive in each rank band
 ``reports/diagnosis.json|.md``    failure classes of queries without a positive in the top diagnose_k
 
 ``depth`` is the larger of ``retrieve.depth`` and the longest ranking in the run.
@@ -35,6 +36,26 @@ def check_overlap(qrels: dict, run: dict, run_path: str | Path, qrels_path: str 
     if not any(qid in qrels for qid in run):
         raise InputError(f"the run shares no query with the qrels {qrels_path} "
                          f"({len(run)} run queries, {len(qrels)} judged)", str(run_path))
+
+
+RANK_BANDS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None))
+
+
+def _band(rank: int | None) -> str:
+    # Zero-padded labels sort in rank order wherever a plot sorts them as text.
+    for low, high in RANK_BANDS:
+        if rank is not None and rank >= low and (high is None or rank <= high):
+            return f"{low:03d}" if low == high else (f"{low:03d}-{high:03d}" if high else f"{low:03d}+")
+    return "not found"
+
+
+def first_positive_histogram(first: dict[str, int | None]) -> list[tuple[str, int]]:
+    """(band, number of queries) for every band, empty ones included, then "not found"."""
+    counts = {_band(low): 0 for low, _ in RANK_BANDS}
+    counts["not found"] = 0
+    for rank in first.values():
+        counts[_band(rank)] += 1
+    return list(counts.items())
 
 
 def _csv(header: str, rows) -> str:
@@ -73,6 +94,8 @@ def evaluate_run(dataset: str | Path, split: str, run_path: str | Path, metrics_
                                                                enumerate(curve.tolist(), start=1))))
     write_text(reports / "first_positive_ranks.csv",
                _csv("query,rank", ((q, depth + 1 if first[q] is None else first[q]) for q in per_query)))
+    write_text(reports / "first_positive_hist.csv",
+               _csv("bucket,queries", first_positive_histogram({q: first[q] for q in per_query})))
     write_json(reports / "diagnosis.json", diagnosis)
     write_text(reports / "diagnosis.md", to_markdown(diagnosis, f"Failure diagnosis: {Path(run_path).name} "
                                                                 f"on {split} (k = {cfg.diagnose_k})"))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .atomic import atomic_path, write_json
 from .config import MineParams
-from .data import Dataset, positives
+from .data import Dataset, json_objects, positives
 from .errors import InputError
 from .runs import Run, ranked
 
@@ -168,18 +168,8 @@ def mine(run: Run, dataset: Dataset, params: MineParams, strategy: str) -> list[
 def read_negatives(path: str | Path) -> list[dict]:
     """Read negatives.jsonl, checking every line's fields (errors name file, line and field)."""
     path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", str(path))
     records, seen = [], {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON ({exc.msg})", str(path), number) from None
-        if not isinstance(obj, dict):
-            raise InputError("expected a JSON object", str(path), number)
+    for number, obj in json_objects(path):
         qid = obj.get("query_id")
         if not isinstance(qid, str) or not qid:
             raise InputError("expected a non-empty string", str(path), number, "query_id")

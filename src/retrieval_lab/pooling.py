@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .atomic import atomic_path
-from .data import Doc, Qrels, Query, _lines
+from .data import Doc, Qrels, Query, text_lines
 from .errors import InputError
 from .runs import Run, ranked
 
@@ -99,7 +99,7 @@ def read_labels(path: str | Path, min_label: int = 0, max_label: int = 2,
     where: dict[tuple[str, str], int] = {}
     header: list[str] | None = None
     unlabelled = repeated = 0
-    for number, line in _lines(path):
+    for number, line in text_lines(path):
         if not line.strip():
             continue
         cells = line.rstrip("\r\n").split("\t")

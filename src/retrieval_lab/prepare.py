@@ -28,7 +28,7 @@ def _split_sizes(n: int, params: PrepareParams) -> dict[str, int]:
     total = params.train + params.val + params.test
     if total <= 0 or min(params.train, params.val, params.test) < 0:
         raise InputError("split ratios must be non-negative and not all zero", field="prepare")
-    sizes = {s: int(round(n * getattr(params, s) / total)) for s in ("val", "test")}
+    sizes = {s: round(n * getattr(params, s) / total) for s in ("val", "test")}
     for split in ("val", "test"):  # a split asked for gets at least one family
         if getattr(params, split) > 0 and sizes[split] == 0 and n >= 3:
             sizes[split] = 1
@@ -77,7 +77,7 @@ def audit_split(splits: dict[str, Qrels], dataset: Dataset) -> dict:
         families = sorted({dataset.queries[q].family for q in qrels if dataset.queries[q].family})
         for family in families:
             family_splits[family].add(split)
-        for qid, judged in qrels.items():
+        for judged in qrels.values():
             for did in positives(judged):
                 doc_splits[did].add(split)
         summary[split] = {

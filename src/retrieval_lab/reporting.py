@@ -31,7 +31,7 @@ def read_at(path: str, rev: str | None, repo: str = ".") -> str | None:
 
     try:
         return dvc.api.read(path, repo=repo, rev=rev, mode="r", encoding="utf-8")
-    except Exception:  # absent at that revision (new retriever, or not pushed): reported as missing
+    except Exception:  # noqa: BLE001  absent at that revision, or not pushed: the report says "missing"
         return None
 
 
@@ -120,8 +120,8 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     lines = [f"# Retrieval report: `{head_name}` against `{base}` ({ds})", "",
              "## Metrics (`dvc metrics diff`)", ""] + metrics_table(diff) + [""]
     lines += [f"## Paired bootstrap on {measure} per retriever (head - base)", "",
-              f"{ev.ci_level:.0%} percentile CI over test queries, {ev.resamples} resamples, seed {ev.seed}; "
-              "randomization p-value from paired sign flips.", "",
+              (f"{ev.ci_level:.0%} percentile CI over test queries, {ev.resamples} resamples, seed {ev.seed}; "
+               "randomization p-value from paired sign flips."), "",
               "| retriever | queries | base | head | difference | CI | p | win/tie/loss | verdict |",
               "|---|---:|---:|---:|---:|---|---:|---|---|"]
     results, movers, plots = {}, [], []

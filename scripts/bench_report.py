@@ -1,0 +1,483 @@
+"""Run the bench_*.py scripts and write docs/benchmarks.md: speed against peers measured in the same run,
+SciFact quality against published figures, and where the time of a full `dvc repro` goes.
+
+    .venv/bin/python scripts/bench_report.py [--quick] [--skip-run] [--only NAME ...]
+        [--results-dir bench-results] [--scifact-metrics metrics/scifact] [--timings timings.json ...]
+        [--output docs/benchmarks.md]
+
+Each benchmark runs as its own subprocess, one after the other, with the environment as it is
+(OMP_NUM_THREADS included), and writes <results-dir>/<name>.json. <results-dir>/manifest.json
+records each one's command, exit status, date and machine, so that --skip-run rebuilds the page
+from earlier results without running anything. --quick uses each script's smallest sensible
+settings (a couple of minutes in all); its figures are smoke checks, not the reference ones.
+Timings JSONs come from scripts/time_repro.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PEER_PACKAGES = ["pytrec-eval-terrier", "bm25s", "rank-bm25", "sentence-transformers", "transformers", "faiss-cpu"]
+
+
+# ----------------------------------------------------------------------------- speed
+
+
+@dataclass(frozen=True)
+class Goal:
+    op: str  # "<=" or ">=", on the ratio ours / peer
+    value: float
+
+    def met(self, ratio: float) -> bool:
+        return ratio <= self.value if self.op == "<=" else ratio >= self.value
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.value:g}x"
+
+
+@dataclass(frozen=True)
+class SpeedRow:
+    benchmark: str
+    peer: str
+    ours: float  # in ``unit``, both measured in the same run
+    theirs: float
+    unit: str
+    goal: Goal | None
+    memory: tuple[float | None, float | None]  # MiB, ours / peer
+
+    @property
+    def ratio(self) -> float:
+        """ours / peer in ``unit``: seconds (lower is better) or docs/s (higher is better)."""
+        return self.ours / self.theirs
+
+
+def _by_contender(result: dict) -> dict[str, dict]:
+    return {row["contender"]: row for row in result["rows"]}
+
+
+def _metrics_rows(result: dict) -> tuple[list[SpeedRow], list[str]]:
+    rows = _by_contender(result)
+    ours, peer = rows["ours"], rows["pytrec_eval"]
+    label = f"metrics: {len(ours['means'])} measures, {result['queries']:,} queries x {result['depth']:,} docs"
+    notes = [(f"values checked equal: max |ours - pytrec_eval| {result['max_abs_diff_means']:.1e} (means), "
+             f"{result['max_abs_diff_per_query']:.1e} (sampled per-query values)"),
+             "memory: growth of peak RSS over the RSS with the data already built"]
+    return [SpeedRow(label, "pytrec_eval", ours["seconds"], peer["seconds"], "s", Goal("<=", result["goal"]),
+                     (ours["peak_mb"], peer["peak_mb"]))], notes
+
+
+def _growth(row: dict) -> float:
+    return row["peak_mb"] - row["base_mb"]
+
+
+def _bm25_rows(result: dict) -> tuple[list[SpeedRow], list[str]]:
+    rows = _by_contender(result)
+    ours = rows["ours"]
+    label = "BM25 on SciFact: index 5,183 docs, 300 test queries (depth 100), write the run"
+    out = [SpeedRow(label, "bm25s", ours["seconds"], rows["bm25s"]["seconds"], "s", Goal("<=", result["goal"]),
+                    (_growth(ours), _growth(rows["bm25s"])))]
+    if "rank_bm25" in rows:
+        out.append(SpeedRow(label, "rank_bm25", ours["seconds"], rows["rank_bm25"]["seconds"], "s", None,
+                            (_growth(ours), _growth(rows["rank_bm25"]))))
+    notes = ["nDCG@10 of each run: " + ", ".join(f"{name} {row['nDCG@10']:.4f}" for name, row in rows.items()),
+             "memory: growth of peak RSS over the RSS before the timed work (absolute peaks: "
+             + ", ".join(f"{name} {row['peak_mb']:.0f} MiB" for name, row in rows.items()) + ")",
+             f"fastest of {len(ours['rounds'])} round(s), each in a fresh process"]
+    return out, notes
+
+
+def _encode_rows(result: dict) -> tuple[list[SpeedRow], list[str]]:
+    rows = _by_contender(result)
+    ours, peer = rows["ours"], rows["sentence-transformers"]
+    label = (f"encode {result['limit']:,} SciFact docs (all-MiniLM-L6-v2, batch {result['batch_size']}, "
+             f"device {result['device']})")
+    notes = [f"embeddings checked equal: max |ours - sentence-transformers| {result['max_abs_diff']:.1e}",
+             ("memory: growth of peak RSS over the RSS before the timed encode (absolute peaks: "
+             f"ours {ours['peak_mb']:.0f} MiB, sentence-transformers {peer['peak_mb']:.0f} MiB)"),
+             f"fastest of {len(ours['rounds'])} round(s), each in a fresh process after a one-batch warm-up"]
+    return [SpeedRow(label, "sentence-transformers", ours["docs_per_s"], peer["docs_per_s"], "docs/s",
+                     Goal(">=", result["goal"]), (_growth(ours), _growth(peer)))], notes
+
+
+def _train_rows(result: dict) -> tuple[list[SpeedRow], list[str]]:
+    rows = _by_contender(result)
+    ours, peer = rows["ours"], rows["sentence-transformers MNRL"]
+    args = result["args"]
+    label = (f"one training step: {args['batch']} queries x (1 positive + 1 negative), max length "
+             f"{args['max_length']}, device {ours['device']}")
+    notes = [f"losses of the timed step: ours {ours['loss']:.4f}, sentence-transformers {peer['loss']:.4f}",
+             f"memory: {ours['peak_kind']}",
+             f"fastest of {len(ours['rounds'])} round(s), each in a fresh process after a warm-up step"]
+    return [SpeedRow(label, "sentence-transformers MultipleNegativesRankingLoss", ours["seconds"],
+                     peer["seconds"], "s", Goal("<=", result["goal"]), (ours["peak_mb"], peer["peak_mb"]))], notes
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str  # <results-dir>/<name>.json
+    script: str
+    title: str
+    full: tuple[str, ...]  # the reference settings (the script's defaults unless given)
+    quick: tuple[str, ...]  # smallest sensible settings
+    rows: Callable[[dict], tuple[list[SpeedRow], list[str]]]
+
+
+BENCHES = [
+    Bench("metrics", "bench_metrics.py", "metrics vs pytrec_eval", (), ("--queries", "1000"),
+          _metrics_rows),
+    Bench("bm25", "bench_bm25.py", "BM25 vs bm25s and rank_bm25", (), ("--rounds", "1"), _bm25_rows),
+    Bench("encode", "bench_encode.py", "encoding vs sentence-transformers", (), ("--limit", "128", "--rounds", "1"),
+          _encode_rows),
+    Bench("train", "bench_train.py", "training step vs sentence-transformers", (),
+          ("--batch", "8", "--max-length", "128", "--repeats", "1"), _train_rows),
+]
+
+
+# ----------------------------------------------------------------------------- machine
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _gpu() -> str:
+    if not shutil.which("nvidia-smi"):
+        return "none"
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (nvidia-smi failed)"
+    return "; ".join(out.splitlines()) or "none"
+
+
+def machine_info() -> dict:
+    """What the figures depend on; no torch import (the GPU name comes from nvidia-smi)."""
+    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown")
+    mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
+                   if line.startswith("MemTotal:")), None)
+    return {
+        "cpu": cpu, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
+        "ram_gib": None if mem_kb is None else round(mem_kb / 2**20, 1), "gpu": _gpu(),
+        "os": platform.platform(), "python": platform.python_version(), "torch": _version("torch"),
+        "numpy": _version("numpy"), "peers": {p: _version(p) for p in PEER_PACKAGES},
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+    }
+
+
+def _describe(machine: dict) -> str:
+    ram = "?" if machine.get("ram_gib") is None else f"{machine['ram_gib']:g} GiB"
+    omp = machine.get("OMP_NUM_THREADS") or "unset"
+    peers = ", ".join(f"{k} {v}" for k, v in machine.get("peers", {}).items())
+    return (f"{machine.get('cpu')}, {machine.get('cores')} cores ({machine.get('usable_cores')} usable), "
+            f"RAM {ram}, GPU: {machine.get('gpu')}; {machine.get('os')}; Python {machine.get('python')}, "
+            f"torch {machine.get('torch')}, numpy {machine.get('numpy')}; OMP_NUM_THREADS={omp}; peers: {peers}")
+
+
+# ----------------------------------------------------------------------------- page
+
+
+def _num(x: float) -> str:
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:#.3g}"
+
+
+def _mib(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:,.0f}"
+
+
+def _table(header: list[str], rows: list[list[str]], align: str | None = None) -> list[str]:
+    return (["| " + " | ".join(header) + " |", align or "|" + "---|" * len(header)]
+            + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def command_line(bench: Bench, entry: dict | None, results_dir: str) -> str:
+    """The command that reproduces a row: the recorded one, else the reference settings."""
+    if entry:
+        args, omp = entry["args"], entry.get("machine", {}).get("OMP_NUM_THREADS")
+    else:
+        args, omp = [*bench.full, "--json", f"{results_dir}/{bench.name}.json"], None
+    prefix = f"OMP_NUM_THREADS={omp} " if omp else ""
+    return f"`{prefix}{shlex.join(['.venv/bin/python', f'scripts/{bench.script}', *args])}`"
+
+
+def speed_section(results: dict[str, dict | None], manifest: dict, results_dir: str,
+                  current: dict) -> tuple[list[str], list[str]]:
+    """The speed table and its notes, and the machine section that labels its rows."""
+    machines: list[dict] = []
+    dates: dict[int, list[str]] = {}
+
+    def label(entry: dict | None) -> str:
+        machine = entry["machine"] if entry and entry.get("machine") else {**current, "unrecorded": True}
+        if machine not in machines:
+            machines.append(machine)
+        i = machines.index(machine)
+        if entry and entry.get("finished"):
+            dates.setdefault(i, []).append(entry["finished"])
+        return chr(ord("A") + i)
+
+    table, notes = [], []
+    for bench in BENCHES:
+        entry, result = manifest.get(bench.name), results.get(bench.name)
+        command = command_line(bench, entry, results_dir)
+        where = label(entry) if result is not None or entry else ""
+        if result is None:
+            status = (f"failed (exit {entry['returncode']})" if entry and entry.get("returncode")
+                      else "not run")
+            table.append([bench.title, status, "", "", "", "", "", "", where, command])
+            continue
+        rows, bench_notes = bench.rows(result)
+        for row in rows:
+            met = "" if row.goal is None else ("yes" if row.goal.met(row.ratio) else "**no**")
+            table.append([row.benchmark, f"{_num(row.ours)} {row.unit}", row.peer, f"{_num(row.theirs)} {row.unit}",
+                          f"{row.ratio:.3f}x", str(row.goal or "-"), met,
+                          f"{_mib(row.memory[0])} / {_mib(row.memory[1])}", where, command])
+        if entry and entry.get("quick"):
+            bench_notes.append("**quick settings** (smaller than the reference benchmark)")
+        if entry and entry.get("returncode"):
+            bench_notes.append(f"**the script exited with status {entry['returncode']}**")
+        notes.append(f"- {bench.title}: " + "; ".join(bench_notes) + ".")
+    speed = ["## Speed", "",
+             ("Each row: our figure and the peer's, measured in the same run of the script (each contender in its "
+             "own fresh process, same data and settings); ratio = ours / peer (seconds: lower is better; "
+             "docs/s: higher is better). Peak memory in MiB."), "",
+             *_table(["benchmark", "ours", "peer", "peer figure", "ratio", "goal", "met?",
+                      "peak memory ours / peer (MiB)", "machine", "command to reproduce"], table,
+                     "|---|---:|---|---:|---:|---|---|---:|---|---|"),
+             "", *notes]
+    machine = ["## Machine", ""]
+    if not machines:
+        machine.append(f"- no benchmark results; this page was written on: {_describe(current)}.")
+    for i, m in enumerate(machines):
+        when = f" Results of {', '.join(sorted({d[:10] for d in dates[i]}))}." if i in dates else ""
+        unrecorded = " (described when this page was written: the results carry no record)" \
+            if m.get("unrecorded") else ""
+        m = {k: v for k, v in m.items() if k != "unrecorded"}
+        machine.append(f"- **{chr(ord('A') + i)}**{unrecorded}: {_describe(m)}.{when}")
+    return speed, machine
+
+
+@dataclass(frozen=True)
+class Reference:
+    run: str
+    measure: str
+    source: str
+    figure: float | None  # the published figure, if any
+    goal: tuple[str, float] | None  # ("within", tolerance of figure) or (">=", value)
+
+    def met(self, ours: float) -> bool | None:
+        if self.goal is None:
+            return None
+        op, value = self.goal
+        return abs(ours - self.figure) <= value if op == "within" else ours >= value
+
+    def goal_text(self) -> str:
+        if self.goal is None:
+            return "-"
+        op, value = self.goal
+        return f"within ±{value:g}" if op == "within" else f"{op} {value:g}"
+
+
+SCIFACT_RUNS = {
+    "bm25": "BM25 (our tokenizer + bm25s, Lucene scoring)",
+    "lsa": "LSA (TF-IDF + truncated SVD)",
+    "dense": "all-MiniLM-L6-v2, base model",
+    "dense-ft-hard": "fine-tuned, mined hard negatives",
+    "dense-ft-random": "fine-tuned, random negatives (ablation)",
+    "dense-ft-temperature": "fine-tuned, hard negatives, other temperature (ablation)",
+    "fused-rrf": "BM25 + dense-ft-hard, reciprocal rank fusion",
+    "fused-weighted": "BM25 + dense-ft-hard, weighted score fusion",
+}
+QUALITY_MEASURES = ["nDCG@10", "AP@10", "R@10", "R@100", "RR@10"]
+REFERENCES = [
+    Reference("bm25", "nDCG@10", "BEIR (Thakur et al., 2021), BM25", 0.665, ("within", 0.015)),
+    Reference("bm25", "nDCG@10", "Anserini BM25 flat (Pyserini BEIR regressions)", 0.679, ("within", 0.015)),
+    Reference("dense", "nDCG@10", "MTEB, all-MiniLM-L6-v2", 0.645, ("within", 0.005)),
+    Reference("dense", "AP@10", "MTEB, all-MiniLM-L6-v2 (MAP@10)", 0.596, None),
+    Reference("dense", "R@100", "MTEB, all-MiniLM-L6-v2", 0.925, None),
+    Reference("dense-ft-hard", "nDCG@10", "project goal, fine-tuned", None, (">=", 0.73)),
+    Reference("fused-rrf", "nDCG@10", "project goal, fusion", None, (">=", 0.75)),
+    Reference("fused-weighted", "nDCG@10", "project goal, fusion", None, (">=", 0.75)),
+]
+
+
+def _read_metrics(folder: Path | None) -> dict[str, dict]:
+    if folder is None or not folder.is_dir():
+        return {}
+    found = {}
+    for path in sorted(folder.glob("*.json")):
+        if path.name == "compare.json":
+            continue
+        value = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(value, dict):
+            found[path.stem] = value
+    return found
+
+
+def _value(metrics: dict, measure: str) -> str:
+    return f"{metrics[measure]:.4f}" if isinstance(metrics.get(measure), (int, float)) else "-"
+
+
+def quality_section(folder: Path | None) -> list[str]:
+    """Every SciFact run's test measures, then ours against the published figures and the goals."""
+    from retrieval_lab.comparison import to_markdown
+
+    found = _read_metrics(folder)
+    where = f"`{folder}`" if folder else "no folder given"
+    lines = ["## SciFact quality (test split)", "",
+             (f"From the evaluate stage's metrics ({where}; `dvc repro` with `dataset: scifact`). "
+             "AP@10 is MAP@10 as MTEB reports it."), ""]
+    runs = list(SCIFACT_RUNS) + [r for r in found if r not in SCIFACT_RUNS]
+    rows = []
+    for run in runs:
+        if run not in found:
+            rows.append([run, SCIFACT_RUNS.get(run, ""), "not run", *[""] * len(QUALITY_MEASURES)])
+            continue
+        m = found[run]
+        rows.append([run, SCIFACT_RUNS.get(run, ""), *[_value(m, k) for k in QUALITY_MEASURES],
+                     str(m.get("queries_evaluated", "-"))])
+    lines += _table(["run", "what", *QUALITY_MEASURES, "queries"], rows,
+                    "|---|---|" + "---:|" * (len(QUALITY_MEASURES) + 1))
+    rows = []
+    for ref in REFERENCES:
+        figure = "-" if ref.figure is None else f"{ref.figure:.3f}"
+        value = found.get(ref.run, {}).get(ref.measure)
+        if not isinstance(value, (int, float)):
+            rows.append([ref.run, ref.measure, "not run", ref.source, figure, "", ref.goal_text(), ""])
+            continue
+        diff = "-" if ref.figure is None else f"{value - ref.figure:+.4f}"
+        met = {None: "", True: "yes", False: "**no**"}[ref.met(value)]
+        rows.append([ref.run, ref.measure, f"{value:.4f}", ref.source, figure, diff, ref.goal_text(), met])
+    lines += ["", "### Against published figures and goals", "",
+              *_table(["run", "measure", "ours", "reference", "published", "difference", "goal", "met?"], rows,
+                      "|---|---|---:|---|---:|---:|---|---|")]
+    compare = folder / "compare.json" if folder else None
+    if compare and compare.exists():
+        text = to_markdown(json.loads(compare.read_text(encoding="utf-8")))
+        lines += ["", text.replace("# Paired comparison", "### Paired comparison", 1).rstrip("\n")]
+    return lines
+
+
+def timings_section(paths: list[Path]) -> list[str]:
+    """Per scripts/time_repro.py JSON: each stage's seconds and share of the total, longest first."""
+    lines = ["## Where the time of a full `dvc repro` goes", ""]
+    if not paths:
+        return lines + [("No timings given. Measure with `PATH=.venv/bin:$PATH python scripts/time_repro.py "
+                        "--json bench-results/repro.json -- dvc repro` (on a clean checkout) and pass "
+                        "`--timings bench-results/repro.json`.")]
+    for path in paths:
+        t = json.loads(path.read_text(encoding="utf-8"))
+        total, stages = t["total_seconds"], dict(t["stages"])
+        outside = total - sum(stages.values())
+        rows = sorted(stages.items(), key=lambda kv: -kv[1])
+        if outside > 0:
+            rows = sorted([*rows, ("(outside stages: DVC start-up, hashing, lock)", outside)], key=lambda kv: -kv[1])
+        status = "" if not t.get("returncode") else f", **exit status {t['returncode']}**"
+        lines += [f"### `{shlex.join(t['command'])}` ({path.name}): {_num(total)} s in all{status}", "",
+                  *_table(["stage", "seconds", "share"], [[s, _num(v), f"{v / total:.1%}"] for s, v in rows],
+                          "|---|---:|---:|"), ""]
+    return lines[:-1]
+
+
+def build_report(results: dict[str, dict | None], manifest: dict, results_dir: str, metrics_dir: Path | None,
+                 timings: list[Path], current: dict, now: str) -> str:
+    speed, machine = speed_section(results, manifest, results_dir, current)
+    quick = any(e.get("quick") for n, e in manifest.items() if results.get(n) is not None)
+    head = ["# Benchmarks", "",
+            (f"Generated by `scripts/bench_report.py` on {now}. Regenerate everything with "
+            "`.venv/bin/python scripts/bench_report.py --scifact-metrics metrics/scifact --timings "
+            "bench-results/repro.json`; `--skip-run` rebuilds this page from the results already in "
+            f"`{results_dir}/`.")]
+    if quick:
+        head += ["", ("**Some speed figures below come from `--quick` settings: smoke checks, not the reference "
+                 "benchmarks.**")]
+    parts = [head, machine, speed, quality_section(metrics_dir), timings_section(timings)]
+    return "\n\n".join("\n".join(p) for p in parts) + "\n"
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def run_benchmarks(benches: list[Bench], results_dir: Path, shown_dir: str, quick: bool,
+                   manifest: dict) -> list[str]:
+    """Run each in turn, recording it in ``manifest``; return the names of those that failed."""
+    from retrieval_lab.atomic import write_json
+
+    machine = machine_info()
+    for bench in benches:
+        out = results_dir / f"{bench.name}.json"
+        out.unlink(missing_ok=True)  # a failed run must not leave an old result to be reported as new
+        args = [*(bench.quick if quick else bench.full), "--json", f"{shown_dir}/{bench.name}.json"]
+        print(f"\n=== {bench.script} {shlex.join(args)}", flush=True)
+        start = time.perf_counter()
+        rc = subprocess.run([sys.executable, str(REPO / "scripts" / bench.script), *args[:-1], str(out)],
+                            check=False).returncode
+        manifest[bench.name] = {"args": args, "quick": quick, "returncode": rc,
+                                "seconds": round(time.perf_counter() - start, 1), "finished": _now(),
+                                "machine": machine}
+        write_json(results_dir / "manifest.json", manifest)  # after each: an interrupted run keeps the others
+    return [b.name for b in benches if manifest[b.name]["returncode"]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from retrieval_lab.atomic import write_text
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smallest sensible settings (a couple of minutes)")
+    parser.add_argument("--skip-run", action="store_true", help="only rebuild the page from --results-dir")
+    parser.add_argument("--only", nargs="+", choices=[b.name for b in BENCHES], help="run only these benchmarks")
+    parser.add_argument("--results-dir", default="bench-results")
+    parser.add_argument("--scifact-metrics", default="metrics/scifact",
+                        help="the evaluate stage's metrics folder for SciFact (missing runs shown as 'not run')")
+    parser.add_argument("--timings", nargs="*", default=[], help="scripts/time_repro.py JSON files")
+    parser.add_argument("--output", default="docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    results_dir = Path(args.results_dir)
+    results_dir.mkdir(parents=True, exist_ok=True)
+    manifest_path = results_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
+    failed = []
+    if not args.skip_run:
+        failed = run_benchmarks([b for b in BENCHES if not args.only or b.name in args.only], results_dir,
+                       args.results_dir.rstrip("/"), args.quick, manifest)
+    results = {b.name: json.loads(p.read_text(encoding="utf-8")) if (p := results_dir / f"{b.name}.json").exists()
+               else None for b in BENCHES}
+    text = build_report(results, manifest, args.results_dir.rstrip("/"), Path(args.scifact_metrics),
+                        [Path(t) for t in args.timings], machine_info(), _now())
+    write_text(args.output, text)
+    print(f"\nwrote {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""scripts/bench_report.py: docs/benchmarks.md assembled from fabricated JSONs; no benchmark is run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+from beir_fixtures import REPO
+
+MACHINE = {"cpu": "Test CPU 3000", "cores": 8, "usable_cores": 4, "ram_gib": 31.2, "gpu": "none", "os": "Linux",
+           "python": "3.11.7", "torch": "2.13.0", "numpy": "2.1.0", "peers": {"bm25s": "0.3.16"},
+           "OMP_NUM_THREADS": "2"}
+
+
+@pytest.fixture(scope="module")
+def report():
+    spec = importlib.util.spec_from_file_location("bench_report", REPO / "scripts" / "bench_report.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def _write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    results = tmp_path / "results"
+    _write(results / "metrics.json", {
+        "rows": [{"contender": "ours", "seconds": 6.0, "peak_mb": 300.0, "means": {"nDCG@10": 0.5, "RR": 0.6}},
+                 {"contender": "pytrec_eval", "seconds": 8.0, "peak_mb": 1200.0, "means": {"nDCG@10": 0.5, "RR": 0.6}}],
+        "ratio": 0.75, "goal": 1.0, "queries": 10000, "depth": 1000, "seed": 0,
+        "max_abs_diff_means": 0.0, "max_abs_diff_per_query": 1e-16})
+    _write(results / "bm25.json", {"rows": [
+        {"contender": "ours", "seconds": 2.1, "peak_mb": 500.0, "base_mb": 380.0, "nDCG@10": 0.672, "rounds": [2.3, 2.1]},
+        {"contender": "bm25s", "seconds": 1.2, "peak_mb": 450.0, "base_mb": 380.0, "nDCG@10": 0.671, "rounds": [1.2, 1.3]},
+        {"contender": "rank_bm25", "seconds": 42.0, "peak_mb": 900.0, "base_mb": 380.0, "nDCG@10": 0.672,
+         "rounds": [42.0, 44.0]}], "ours_over_bm25s": 1.75, "goal": 1.5})
+    _write(results / "encode.json", {"rows": [
+        {"contender": "ours", "seconds": 6.67, "docs_per_s": 150.0, "peak_mb": 900.0, "base_mb": 700.0, "rounds": [6.67]},
+        {"contender": "sentence-transformers", "seconds": 8.33, "docs_per_s": 120.0, "peak_mb": 950.0, "base_mb": 700.0,
+         "rounds": [8.33]}], "ours_over_st": 1.25, "max_abs_diff": 2e-7, "goal": 1.0, "limit": 1000,
+        "batch_size": 64, "device": "cpu"})
+    # train: no JSON and no manifest entry -> "not run"
+    entry = {"quick": False, "returncode": 0, "finished": "2026-11-29 10:00 UTC", "machine": MACHINE}
+    manifest = {"metrics": {**entry, "args": ["--json", "bench-results/metrics.json"]},
+                "bm25": {**entry, "args": ["--rounds", "3", "--json", "bench-results/bm25.json"]},
+                "encode": {**entry, "quick": True, "args": ["--limit", "128", "--json", "bench-results/encode.json"]}}
+    _write(results / "manifest.json", manifest)
+    metrics = tmp_path / "metrics"
+    _write(metrics / "bm25.json", {"nDCG@10": 0.672, "AP@10": 0.61, "R@100": 0.9, "queries_evaluated": 300})
+    _write(metrics / "dense-ft-hard.json", {"nDCG@10": 0.7512, "queries_evaluated": 300})
+    _write(metrics / "fused-rrf.json", {"nDCG@10": 0.74, "queries_evaluated": 300})
+    _write(metrics / "compare.json", {
+        "measure": "nDCG@10", "ci_level": 0.95, "resamples": 2000, "permutations": 5000, "seed": 5,
+        "pairs": {"dense vs dense-ft-hard": {
+            "baseline": "dense", "candidate": "dense-ft-hard", "queries": 300, "queries_only_in_one": 0,
+            "baseline_mean": 0.645, "candidate_mean": 0.7512, "mean_difference": 0.1062, "ci_low": 0.08,
+            "ci_high": 0.13, "p_value": 0.0002, "wins": 120, "ties": 150, "losses": 30,
+            "verdict": "candidate better (CI excludes 0)", "p_holm": 0.0002}}})
+    timings = _write(tmp_path / "repro.json", {"command": ["dvc", "repro"], "total_seconds": 100.0, "returncode": 0,
+                                               "stages": {"prepare": 5.0, "encode": 25.0, "train@hard": 60.0}})
+    return results, metrics, timings
+
+
+def _rows(md: str, *first: str) -> list[list[str]]:
+    """The cells of every table row whose leading cells are ``first``."""
+    found = []
+    for line in md.splitlines():
+        if line.startswith("| "):
+            cells = [c.strip() for c in line.strip()[1:-1].split("|")]
+            if cells[:len(first)] == list(first):
+                found.append(cells)
+    return found
+
+
+def _build(report, inputs) -> str:
+    results, metrics, timings = inputs
+    loaded = {n: json.loads(p.read_text()) if (p := results / f"{n}.json").exists() else None
+              for n in ("metrics", "bm25", "encode", "train")}
+    manifest = json.loads((results / "manifest.json").read_text())
+    return report.build_report(loaded, manifest, "bench-results", metrics, [timings], MACHINE, "2026-11-29 12:00 UTC")
+
+
+def test_speed_rows_ratio_goal_memory_and_command(report, inputs):
+    md = _build(report, inputs)
+    cmd = "`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_metrics.py --json bench-results/metrics.json`"
+    # 6.0 s / 8.0 s = 0.750 <= 1.0: met; memory as recorded
+    assert _rows(md, "metrics: 2 measures, 10,000 queries x 1,000 docs") == [[
+        "metrics: 2 measures, 10,000 queries x 1,000 docs", "6.00 s", "pytrec_eval", "8.00 s", "0.750x", "<= 1x",
+        "yes", "300 / 1,200", "A", cmd]]
+    bm25 = {row[2]: row for row in _rows(md, "BM25 on SciFact: index 5,183 docs, 300 test queries (depth 100), "
+                                             "write the run")}
+    # 2.1 / 1.2 = 1.750 > 1.5: not met; memory = peak - base: 500 - 380 = 120, 450 - 380 = 70
+    assert bm25["bm25s"][1:8] == ["2.10 s", "bm25s", "1.20 s", "1.750x", "<= 1.5x", "**no**", "120 / 70"]
+    # 2.1 / 42 = 0.050, no goal against rank_bm25; 900 - 380 = 520
+    assert bm25["rank_bm25"][1:8] == ["2.10 s", "rank_bm25", "42.0 s", "0.050x", "-", "", "120 / 520"]
+    assert bm25["bm25s"][9] == "`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_bm25.py --rounds 3 " \
+                               "--json bench-results/bm25.json`"
+    # docs/s: 150 / 120 = 1.250 >= 1.0: met; 900 - 700 = 200, 950 - 700 = 250
+    (encode,) = _rows(md, "encode 1,000 SciFact docs (all-MiniLM-L6-v2, batch 64, device cpu)")
+    assert encode[1:9] == ["150 docs/s", "sentence-transformers", "120 docs/s", "1.250x", ">= 1x", "yes",
+                           "200 / 250", "A"]
+    # no result, no record: "not run", the reference command, no machine
+    assert _rows(md, "training step vs sentence-transformers") == [[
+        "training step vs sentence-transformers", "not run", "", "", "", "", "", "", "",
+        "`.venv/bin/python scripts/bench_train.py --json bench-results/train.json`"]]
+    assert "**quick settings**" in md.split("- encoding vs sentence-transformers:")[1].splitlines()[0]
+    assert "- **A**: Test CPU 3000, 8 cores (4 usable), RAM 31.2 GiB" in md
+    assert "Results of 2026-11-29." in md
+
+
+def test_failed_benchmark_says_so(report, inputs):
+    metrics = inputs[1]
+    manifest = {"train": {"args": [], "quick": False, "returncode": 2, "finished": "2026-11-29 10:00 UTC",
+                          "machine": MACHINE}}
+    md = report.build_report({"train": None}, manifest, "r", metrics, [], MACHINE, "now")
+    row = _rows(md, "training step vs sentence-transformers")[0]
+    assert row[1] == "failed (exit 2)" and row[8] == "A"
+
+
+def test_quality_tables_against_published_figures(report, inputs):
+    md = _build(report, inputs)
+    assert _rows(md, "bm25", "BM25 (our tokenizer + bm25s, Lucene scoring)")[0][2:] == \
+        ["0.6720", "0.6100", "-", "0.9000", "-", "300"]  # R@10, RR@10 absent from the file
+    assert _rows(md, "lsa")[0][2] == "not run"
+    # 0.672 - 0.665 = +0.0070 and 0.672 - 0.679 = -0.0070: both within 0.015
+    assert [r[2:] for r in _rows(md, "bm25", "nDCG@10")] == [
+        ["0.6720", "BEIR (Thakur et al., 2021), BM25", "0.665", "+0.0070", "within ±0.015", "yes"],
+        ["0.6720", "Anserini BM25 flat (Pyserini BEIR regressions)", "0.679", "-0.0070", "within ±0.015", "yes"]]
+    assert [_rows(md, "dense", m)[0][2] for m in ("nDCG@10", "AP@10", "R@100")] == ["not run"] * 3
+    assert _rows(md, "dense-ft-hard", "nDCG@10")[0][2:] == ["0.7512", "project goal, fine-tuned", "-", "-",
+                                                            ">= 0.73", "yes"]
+    assert _rows(md, "fused-rrf", "nDCG@10")[0][2:] == ["0.7400", "project goal, fusion", "-", "-", ">= 0.75",
+                                                        "**no**"]
+    assert _rows(md, "fused-weighted", "nDCG@10")[0][2] == "not run"
+    (pair,) = _rows(md, "dense", "dense-ft-hard", "300")
+    assert pair[5:7] == ["+0.1062", "[+0.0800, +0.1300]"]
+
+
+def test_time_shares_sorted_with_dvc_overhead(report, inputs):
+    md = _build(report, inputs)
+    section = md.split("## Where the time of a full `dvc repro` goes")[1]
+    assert "`dvc repro` (repro.json): 100 s in all" in section
+    # 100 s in all, stages sum to 90: 10 s outside stages
+    assert [r for r in _rows(section) if r[0] not in ("stage", "---")] == [
+        ["train@hard", "60.0", "60.0%"], ["encode", "25.0", "25.0%"],
+        ["(outside stages: DVC start-up, hashing, lock)", "10.0", "10.0%"], ["prepare", "5.00", "5.0%"]]
+
+
+def test_skip_run_writes_the_page_without_running(report, inputs, tmp_path, monkeypatch):
+    results, metrics, timings = inputs
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("--skip-run ran something")
+
+    monkeypatch.setattr(report, "run_benchmarks", no_run)
+    monkeypatch.setattr(report.subprocess, "run", no_run)
+    monkeypatch.setattr(report, "machine_info", lambda: MACHINE)
+    out = tmp_path / "docs" / "benchmarks.md"
+    assert report.main(["--skip-run", "--results-dir", str(results), "--scifact-metrics", str(metrics),
+                        "--timings", str(timings), "--output", str(out)]) == 0
+    md = out.read_text(encoding="utf-8")
+    assert md.startswith("# Benchmarks\n") and "| 0.750x |" in md and "| 1.750x |" in md
+    assert [p.name for p in out.parent.iterdir()] == ["benchmarks.md"]  # atomic: no temporary left
+
+
+def test_goal_boundaries(report):
+    assert report.Goal("<=", 1.5).met(1.5) and not report.Goal("<=", 1.5).met(1.5001)
+    assert report.Goal(">=", 1.0).met(1.0) and not report.Goal(">=", 1.0).met(0.999)

@@ -1,0 +1,36 @@
+"""SciFact (BEIR) figures CI can afford: the base dense model reproduces the published nDCG@10.
+
+BM25 is checked in tests/test_retrievers_bm25.py (seconds). This encodes the 5,183
+abstracts with the locked base model (a few minutes on 2 cores) and retrieves the 300
+test queries through the same commands the pipeline uses. Nothing is cached outside
+the test's temporary folder. Skipped, with the reason, only when ../shared is absent.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from command_runner import run_command
+from retrieval_lab.data import load_dataset
+from retrieval_lab.metrics import evaluate
+from retrieval_lab.runs import read_run
+
+pytestmark = [pytest.mark.scifact, pytest.mark.slow]
+
+
+def test_base_dense_model_matches_mteb(scifact_dir, tmp_path):
+    emb, run_path = tmp_path / "emb", tmp_path / "dense.trec"
+    assert run_command("encode", ["--dataset", str(scifact_dir), "--output", str(emb)]) == 0
+    report = json.loads((emb / "encode_report.json").read_text())
+    # abstracts longer than 256 word pieces are truncated, counted, never silently
+    assert report["documents"] == 5183 and report["truncated_documents"] > 0
+    assert run_command("retrieve", ["--retriever", "dense", "--embeddings", str(emb), "--split", "test",
+                                    "--output", str(run_path)]) == 0
+    qrels = load_dataset(scifact_dir, ["test"]).qrels["test"]
+    means = evaluate(qrels, read_run(run_path), ["nDCG@10", "AP@10", "R@100"]).means
+    # MTEB (all-MiniLM-L6-v2, SciFact test): nDCG@10 0.645, MAP@10 0.596, Recall@100 0.925
+    assert abs(means["nDCG@10"] - 0.645) <= 0.005, means
+    assert abs(means["AP@10"] - 0.596) <= 0.005, means
+    assert abs(means["R@100"] - 0.925) <= 0.01, means

@@ -1,0 +1,50 @@
+"""The setup commands agree everywhere: README, .ci/run, Dockerfile and the PR workflow."""
+
+from __future__ import annotations
+
+import re
+
+from beir_fixtures import REPO
+
+INSTALL = 'python3.11 -m venv .venv && .venv/bin/pip install -q -e ".[dev]"'
+
+
+def readme_commands() -> list[str]:
+    block = re.search(r"## Quick start.*?```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
+    return [line for line in block.splitlines() if line and not line.startswith("#")]
+
+
+def test_readme_has_exactly_two_commands_sharing_the_install_step():
+    run, test = readme_commands()
+    assert run.startswith(INSTALL) and run.endswith("dvc repro")
+    assert test.startswith(INSTALL) and "pytest" in test
+
+
+def test_ci_runs_the_readme_test_command_verbatim_and_flags_no_tests():
+    ci = (REPO / ".ci" / "run").read_text()
+    assert readme_commands()[1] in ci.splitlines()
+    assert '"$rc" -eq 5' in ci  # pytest's "collected no tests" is neither a pass nor hidden
+
+
+def test_dockerfile_pins_its_base_and_installs_like_the_readme():
+    docker = (REPO / "Dockerfile").read_text()
+    bases = re.findall(r"^ARG BASE=(\S+)", docker, re.M) + re.findall(r"--build-arg BASE=(\S+)", docker)
+    assert bases and all(":" in b and not b.endswith(":latest") for b in bases), bases
+    assert re.search(r"^FROM \$\{BASE\}$", docker, re.M)
+    assert "nvidia/cuda:" in bases[0] and "runtime" in bases[0]  # the default image is the CUDA one
+    install = INSTALL.replace('".[dev]"', '".[${EXTRAS}]"')
+    assert f"RUN {install}" in docker and "ARG EXTRAS=dev,gpu" in docker
+    assert 'ENTRYPOINT ["dvc", "repro"]' in docker
+
+
+def test_pr_workflow_installs_like_the_readme():
+    workflow = (REPO / ".github" / "workflows" / "pr-report.yml").read_text()
+    assert INSTALL in workflow
+    for step in ("dvc pull", "dvc repro", "dvc push", "retrieval-lab report --base"):
+        assert step in workflow
+
+
+def test_torch_is_pinned_and_faiss_gpu_is_an_extra():
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert '"torch==2.13.0"' in pyproject and '"faiss-cpu==1.15.1"' in pyproject
+    assert 'gpu = ["faiss-gpu==1.15.1"]' in pyproject
