@@ -17,7 +17,7 @@ def test_weighted_tuned_on_qrels_writes_run_and_report(tmp_path):
     argv = ["--method", "weighted", "--runs", *runs, "--qrels", str(tmp_path / "train.tsv"),
             "--output", str(tmp_path / "f.trec"), "--report", str(tmp_path / "r.json"),
             "--params", str(tmp_path / "none.yaml"),
-            "--set", "fusion.tune_split=train", "--set", "fusion.alpha_grid=[0.1, 0.9]"]
+            "--set", "fusion.tune=true", "--set", "fusion.alpha_grid=[0.1, 0.9]"]
     assert run_command("fuse", argv) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     # alpha 0.1 puts x third (nDCG@10 0.5), alpha 0.9 first (1.0); see test_fusion

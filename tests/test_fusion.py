@@ -68,7 +68,7 @@ QRELS = {"q1": {"x": 1}}
 def test_tuning_picks_the_best_alpha_and_records_the_grid():
     # alpha 0.1: x 0.1, y 0.05 + 0.9 = 0.95, v 0.675 -> x at rank 3: nDCG@10 = 1 / log2(4) = 0.5
     # alpha 0.9: x 0.9, y 0.45 + 0.1 = 0.55 -> x first: nDCG@10 = 1
-    params = FusionParams(tune_split="train", alpha_grid=[0.1, 0.9])
+    params = FusionParams(tune=True, alpha_grid=[0.1, 0.9])
     fused, report = fusion.fuse("weighted", [A, B], params, QRELS)
     assert report["chosen"] == 0.9 and report["tuned"] is True and report["param"] == "alpha"
     assert report["grid"] == [{"value": 0.1, "score": pytest.approx(0.5)}, {"value": 0.9, "score": pytest.approx(1.0)}]
@@ -77,14 +77,14 @@ def test_tuning_picks_the_best_alpha_and_records_the_grid():
 
 def test_tuning_ties_go_to_the_first_grid_value():
     # alpha 0.8: x 0.8 > y 0.6 -> also nDCG@10 = 1
-    _, report = fusion.fuse("weighted", [A, B], FusionParams(tune_split="train", alpha_grid=[0.9, 0.8]), QRELS)
+    _, report = fusion.fuse("weighted", [A, B], FusionParams(tune=True, alpha_grid=[0.9, 0.8]), QRELS)
     assert report["chosen"] == 0.9
 
 
-def test_no_tuning_without_tune_split_or_qrels():
-    params = FusionParams(tune_split=None, rrf_k=20)
+def test_no_tuning_without_tune_or_qrels():
+    params = FusionParams(tune=False, rrf_k=20)
     fused, report = fusion.fuse("rrf", [A, B], params, QRELS)
-    assert report["tuned"] is False and report["chosen"] == 20 and "tune_split" in report["reason"]
+    assert report["tuned"] is False and report["chosen"] == 20 and "fusion.tune" in report["reason"]
     assert fused == rrf.fuse([A, B], 20, params.depth)
-    _, report = fusion.fuse("rrf", [A, B], FusionParams(tune_split="train"), None)
+    _, report = fusion.fuse("rrf", [A, B], FusionParams(tune=True), None)
     assert report["tuned"] is False and report["reason"] == "no qrels given"

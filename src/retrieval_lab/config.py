@@ -81,7 +81,7 @@ class FusionParams:
     rrf_k: float = 60.0
     alpha: float = 0.5
     depth: int = 100
-    tune_split: str | None = None  # grid search on this split's qrels (train/val); null: fixed values
+    tune: bool = False  # grid search on the qrels given to `fuse --qrels` (train queries); false: fixed values
     rrf_k_grid: list[float] = field(default_factory=lambda: [10.0, 20.0, 40.0, 60.0, 100.0])
     alpha_grid: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
     tune_measure: str = "nDCG@10"

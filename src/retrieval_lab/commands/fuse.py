@@ -11,7 +11,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", required=True, help="fusion method (rrf, weighted)")
     parser.add_argument("--runs", required=True, nargs="+", metavar="RUN", help="TREC runs to fuse")
     parser.add_argument("--output", required=True, help="fused TREC run to write")
-    parser.add_argument("--qrels", help="qrels to tune on (used when fusion.tune_split is set)")
+    parser.add_argument("--qrels", help="qrels to tune on (used when fusion.tune is true)")
     parser.add_argument("--report", help="JSON: chosen value and grid scores")
     add_params_args(parser)
 

@@ -44,12 +44,12 @@ def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> di
 
 
 def fuse(method: str, runs: list[Run], params: FusionParams, qrels: Qrels | None = None) -> tuple[Run, dict]:
-    """Fuse with the tuned value when ``qrels`` are given and ``tune_split`` is set, else the fixed one."""
+    """Fuse with the value tuned on ``qrels`` when given and ``fusion.tune`` is on, else the fixed one."""
     module = get(method)
     report = {"method": method, "depth": params.depth}
-    if qrels is not None and params.tune_split is not None:
-        report.update(tuned=True, tune_split=params.tune_split, **tune(method, runs, qrels, params))
+    if qrels is not None and params.tune:
+        report.update(tuned=True, **tune(method, runs, qrels, params))
     else:
-        why = "no qrels given" if qrels is None else "fusion.tune_split is null"
+        why = "no qrels given" if qrels is None else "fusion.tune is false"
         report.update(tuned=False, reason=why, param=module.PARAM, chosen=getattr(params, module.PARAM))
     return module.fuse(runs, report["chosen"], params.depth), report
