@@ -331,3 +331,19 @@ def test_clean_script_lists_then_deletes_only_generated(tmp_path, capsys):
     assert script.main(["--scope", "generated", "--root", str(tmp_path)]) == 0
     left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert left == ["data/raw/scifact/x", "models/base.lock.json", "params.yaml"]
+
+
+
+def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
+    # A tiny clip (1e-9) rescales every step's gradient by a different factor, so the
+    # Adam updates, and the weights after two steps, differ from an unclipped run.
+    _, _, data = toy
+    runs = {}
+    for clip in (None, 1e-9):
+        params = dataclasses.replace(TINY, max_grad_norm=clip)
+        encoder = tiny_encoder()
+        fp = fingerprint(weights_digest(encoder.model), params, "hard", VARIANT, data)
+        fine_tune(encoder, data, params, 0.05, fp, stop_after=2, progress=False)
+        runs[clip] = (fp, weights_digest(encoder.model))
+    assert runs[None][1] != runs[1e-9][1]
+    assert runs[None][0]["train"]["max_grad_norm"] is None and runs[1e-9][0]["train"]["max_grad_norm"] == 1e-9

@@ -112,6 +112,7 @@ class TrainParams:
     lr: float = 2.0e-5
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
+    max_grad_norm: float | None = None  # clip the global gradient norm (sentence-transformers uses 1.0); null: off
     max_seq_length: int = 256
     positives_per_query: int | str = 2  # an exact count, or "at least 1"
     validate_every: int = 0  # steps; 0 = once per epoch

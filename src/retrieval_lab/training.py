@@ -416,6 +416,8 @@ def _fine_tune(encoder, data, params, temperature, fingerprint_, stop_after, res
                 batch = make_batch(examples, data.relevant)
                 lr = scheduler.get_last_lr()[0]
                 loss = train_step(encoder, batch, data, params.max_seq_length, temperature, dist_info)
+                if params.max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), params.max_grad_norm)
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
