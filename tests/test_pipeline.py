@@ -10,6 +10,7 @@ and the branch-to-branch review flow works through a bare origin and a DVC remot
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -21,6 +22,8 @@ import pytest
 import yaml
 from beir_fixtures import REPO
 from pipeline_fixtures import clone_working_tree, env, lock_hashes, sh
+
+from retrieval_lab.atomic import HOLD_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -73,14 +76,18 @@ def test_sigkilled_stage_leaves_no_partial_output_and_repro_recovers(built):
     before = lock_hashes(built)
     shutil.rmtree(target)
     stage = yaml.safe_load((built / "dvc.lock").read_text())["stages"]["train@hard"]
-    proc = subprocess.Popen(stage["cmd"], shell=True, cwd=built, env=env(),
+    # Hold each finished temporary output 600 s before its rename: the kill lands while the
+    # model folder is fully written but not yet in place, the worst moment for a crash.
+    proc = subprocess.Popen(stage["cmd"], shell=True, cwd=built, env={**env(), HOLD_ENV: "600"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(target.parent.glob(".hard.tmp-*")):
-        time.sleep(0.2)  # wait until the stage is writing its output
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGKILL)
+    deadline = time.time() + 900
+    while time.time() < deadline and not list(target.parent.glob(".hard.tmp-*/model.safetensors")):
+        assert proc.poll() is None, "the training command ended before writing its model"
+        time.sleep(0.2)
+    time.sleep(2.0)  # the writer is now asleep before the rename
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert list(target.parent.glob(".hard.tmp-*")), "the kill did not land while the output was being written"
     assert not target.exists(), "a killed stage left a partial output where DVC would cache it"
     out = sh(["dvc", "repro"], built).stdout
     assert "train@hard" in ran_stages(out)

@@ -11,8 +11,11 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
+
+HOLD_ENV = "RETRIEVAL_LAB_HOLD_BEFORE_RENAME"  # seconds to wait, output complete, before renaming
 
 
 def _remove(path: Path) -> None:
@@ -38,6 +41,8 @@ def atomic_path(target: str | os.PathLike, is_dir: bool = False) -> Iterator[Pat
         tmp = Path(name)
     try:
         yield tmp
+        if os.environ.get(HOLD_ENV):  # fault injection for the crash test: a window to SIGKILL in
+            time.sleep(float(os.environ[HOLD_ENV]))
         os.chmod(tmp, 0o755 if is_dir else 0o644)  # mkstemp/mkdtemp create owner-only
         if target.exists() or target.is_symlink():
             # os.replace cannot replace a non-empty directory: move the old one aside first.
