@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from command_runner import run_command
+
 from retrieval_lab.data import load_dataset
 from retrieval_lab.metrics import evaluate
 from retrieval_lab.runs import read_run

@@ -10,7 +10,7 @@ INSTALL = 'python3.11 -m venv .venv && .venv/bin/pip install -q -e ".[dev]"'
 
 
 def readme_commands() -> list[str]:
-    block = re.search(r"## Quick start.*?```bash\n(.*?)```", (REPO / "README.md").read_text(), re.S).group(1)
+    block = re.search(r"## Quick start.*?```bash\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL).group(1)
     return [line for line in block.splitlines() if line and not line.startswith("#")]
 
 
@@ -28,9 +28,9 @@ def test_ci_runs_the_readme_test_command_verbatim_and_flags_no_tests():
 
 def test_dockerfile_pins_its_base_and_installs_like_the_readme():
     docker = (REPO / "Dockerfile").read_text()
-    bases = re.findall(r"^ARG BASE=(\S+)", docker, re.M) + re.findall(r"--build-arg BASE=(\S+)", docker)
+    bases = re.findall(r"^ARG BASE=(\S+)", docker, re.MULTILINE) + re.findall(r"--build-arg BASE=(\S+)", docker)
     assert bases and all(":" in b and not b.endswith(":latest") for b in bases), bases
-    assert re.search(r"^FROM \$\{BASE\}$", docker, re.M)
+    assert re.search(r"^FROM \$\{BASE\}$", docker, re.MULTILINE)
     assert "nvidia/cuda:" in bases[0] and "runtime" in bases[0]  # the default image is the CUDA one
     install = INSTALL.replace('".[dev]"', '".[${EXTRAS}]"')
     assert f"RUN {install}" in docker and "ARG EXTRAS=dev,gpu" in docker
