@@ -58,6 +58,9 @@ def test_repro_builds_every_stage_and_metric(built):
     assert audit["checks"]["false_negative_fraction"] == 0.0
     shown = sh(["dvc", "metrics", "show", "--json"], built).stdout
     assert all(f"metrics/support/{name}.json" in shown for name in RETRIEVERS)
+    plots = json.loads(sh(["dvc", "plots", "show", "--json"], built).stdout)
+    assert not plots.get("errors"), plots.get("errors")
+    assert {"recall_at_k", "training_loss", "reports/support/dense/first_positive_hist.csv"} <= set(plots["data"])
 
 
 def test_clean_run_reproduces_the_committed_lock(built):
