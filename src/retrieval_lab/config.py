@@ -70,7 +70,7 @@ class DenseParams:
     max_seq_length: int = 256
     batch_size: int = 64
     device: str = "auto"  # auto | cpu | cuda
-    bf16: bool = False  # bf16 autocast on CUDA only
+    bf16: bool = False  # bf16 autocast for encoding (CUDA, or a CPU with AVX512-BF16/AMX); training on CUDA always
     faiss_factory: str = "Flat"  # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
     lock: str = "models/base.lock.json"
     seed: int = 0  # FAISS training (IVF k-means) when faiss_factory is not exact
