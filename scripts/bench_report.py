@@ -344,13 +344,13 @@ def _value(metrics: dict, measure: str) -> str:
     return f"{metrics[measure]:.4f}" if isinstance(metrics.get(measure), (int, float)) else "-"
 
 
-def quality_section(folder: Path | None) -> list[str]:
+def quality_section(folder: Path | None, label: str | None = None) -> list[str]:
     """Every SciFact run's test measures, then ours against the published figures and the goals."""
     from retrieval_lab.comparison import to_markdown
 
     found = _read_metrics(folder)
     where = f"`{folder}`" if folder else "no folder given"
-    lines = ["## SciFact quality (test split)", "",
+    lines = [f"## SciFact quality (test split){': ' + label if label else ''}", "",
              (f"From the evaluate stage's metrics ({where}; `dvc repro` with `dataset: scifact`). "
              "AP@10 is MAP@10 as MTEB reports it."), ""]
     runs = list(SCIFACT_RUNS) + [r for r in found if r not in SCIFACT_RUNS]
@@ -384,6 +384,22 @@ def quality_section(folder: Path | None) -> list[str]:
     return lines
 
 
+def finetune_section(result: dict | None, results_dir: str) -> list[str]:
+    """scripts/bench_finetune.py: test quality of our training against a plain sentence-transformers run."""
+    lines = ["## Fine-tuning quality against sentence-transformers (SciFact test, same training data)", ""]
+    if result is None:
+        return lines + [("Not run. Measure with `OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py "
+                         f"--run runs/scifact/dense.trec --json {results_dir}/finetune.json`.")]
+    rows = [[r["contender"], str(r["steps"]), _num(r["train_seconds"]),
+             *[_value(r, m) for m in ("nDCG@10", "AP@10", "R@100")]] for r in result["rows"]]
+    lines += _table(["contender", "steps", "train seconds", "nDCG@10", "AP@10", "R@100"], rows,
+                    "|---|---:|---:|---:|---:|---:|")
+    return lines + ["", (f"nDCG@10 ours - sentence-transformers: **{result['ndcg10_difference']:+.4f}** "
+                         f"({result['pairs']} train pairs; `OMP_NUM_THREADS=2 .venv/bin/python "
+                         f"scripts/bench_finetune.py --run runs/scifact/dense.trec --json "
+                         f"{results_dir}/finetune.json`).")]
+
+
 def timings_section(paths: list[Path]) -> list[str]:
     """Per scripts/time_repro.py JSON: each stage's seconds and share of the total, longest first."""
     lines = ["## Where the time of a full `dvc repro` goes", ""]
@@ -405,8 +421,10 @@ def timings_section(paths: list[Path]) -> list[str]:
     return lines[:-1]
 
 
-def build_report(results: dict[str, dict | None], manifest: dict, results_dir: str, metrics_dir: Path | None,
-                 timings: list[Path], current: dict, now: str) -> str:
+def build_report(results: dict[str, dict | None], manifest: dict, results_dir: str,
+                 metrics_dirs: Path | None | list[tuple[str | None, Path]], timings: list[Path], current: dict,
+                 now: str, finetune: dict | None = None) -> str:
+    """``metrics_dirs``: one SciFact metrics folder, or (label, folder) pairs for several configurations."""
     speed, machine = speed_section(results, manifest, results_dir, current)
     quick = any(e.get("quick") for n, e in manifest.items() if results.get(n) is not None)
     head = ["# Benchmarks", "",
@@ -417,7 +435,10 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
     if quick:
         head += ["", ("**Some speed figures below come from `--quick` settings: smoke checks, not the reference "
                  "benchmarks.**")]
-    parts = [head, machine, speed, quality_section(metrics_dir), timings_section(timings)]
+    if not isinstance(metrics_dirs, list):
+        metrics_dirs = [(None, metrics_dirs)]
+    parts = [head, machine, speed, *(quality_section(folder, label) for label, folder in metrics_dirs),
+             finetune_section(finetune, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
 
@@ -457,8 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-run", action="store_true", help="only rebuild the page from --results-dir")
     parser.add_argument("--only", nargs="+", choices=[b.name for b in BENCHES], help="run only these benchmarks")
     parser.add_argument("--results-dir", default="bench-results")
-    parser.add_argument("--scifact-metrics", default="metrics/scifact",
-                        help="the evaluate stage's metrics folder for SciFact (missing runs shown as 'not run')")
+    parser.add_argument("--scifact-metrics", nargs="+", default=["metrics/scifact"],
+                        help="the evaluate stage's metrics folder for SciFact (missing runs shown as 'not run'); "
+                             "several as LABEL=FOLDER")
     parser.add_argument("--timings", nargs="*", default=[], help="scripts/time_repro.py JSON files")
     parser.add_argument("--output", default="docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -472,8 +494,12 @@ def main(argv: list[str] | None = None) -> int:
                        args.results_dir.rstrip("/"), args.quick, manifest)
     results = {b.name: json.loads(p.read_text(encoding="utf-8")) if (p := results_dir / f"{b.name}.json").exists()
                else None for b in BENCHES}
-    text = build_report(results, manifest, args.results_dir.rstrip("/"), Path(args.scifact_metrics),
-                        [Path(t) for t in args.timings], machine_info(), _now())
+    metrics_dirs = [(item.split("=", 1)[0], Path(item.split("=", 1)[1])) if "=" in item else (None, Path(item))
+                    for item in args.scifact_metrics]
+    finetune = results_dir / "finetune.json"
+    text = build_report(results, manifest, args.results_dir.rstrip("/"), metrics_dirs,
+                        [Path(t) for t in args.timings], machine_info(), _now(),
+                        json.loads(finetune.read_text(encoding="utf-8")) if finetune.exists() else None)
     write_text(args.output, text)
     print(f"\nwrote {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -175,3 +175,28 @@ def test_skip_run_writes_the_page_without_running(report, inputs, tmp_path, monk
 def test_goal_boundaries(report):
     assert report.Goal("<=", 1.5).met(1.5) and not report.Goal("<=", 1.5).met(1.5001)
     assert report.Goal(">=", 1.0).met(1.0) and not report.Goal(">=", 1.0).met(0.999)
+
+
+def test_several_labelled_metrics_folders(report, inputs, tmp_path):
+    metrics = inputs[1]
+    fast = tmp_path / "fast"
+    _write(fast / "dense-ft-hard.json", {"nDCG@10": 0.68, "queries_evaluated": 300})
+    md = report.build_report({}, {}, "r", [("quality", metrics), ("fast", fast)], [], MACHINE, "now")
+    assert "## SciFact quality (test split): quality" in md and "## SciFact quality (test split): fast" in md
+    fast_part = md.split("## SciFact quality (test split): fast")[1]
+    assert _rows(fast_part, "dense-ft-hard", "nDCG@10")[0][2:] == ["0.6800", "project goal, fine-tuned", "-", "-",
+                                                                   ">= 0.73", "**no**"]
+    assert _rows(fast_part, "bm25", "nDCG@10")[0][2] == "not run"  # each folder on its own
+
+
+def test_finetune_section(report):
+    result = {"pairs": 919, "ndcg10_difference": 0.6940 - 0.6904, "rows": [
+        {"contender": "sentence-transformers MNRL", "steps": 58, "train_seconds": 755.0, "nDCG@10": 0.6904,
+         "AP@10": 0.64, "R@100": 0.9367},
+        {"contender": "ours", "steps": 52, "train_seconds": 700.0, "nDCG@10": 0.6940, "AP@10": 0.6396,
+         "R@100": 0.9533}]}
+    md = report.build_report({}, {}, "r", None, [], MACHINE, "now", finetune=result)
+    assert _rows(md, "sentence-transformers MNRL")[0][1:] == ["58", "755", "0.6904", "0.6400", "0.9367"]
+    assert _rows(md, "ours")[0][1:] == ["52", "700", "0.6940", "0.6396", "0.9533"]
+    assert "ours - sentence-transformers: **+0.0036** (919 train pairs" in md  # 0.6940 - 0.6904
+    assert "Not run." in report.build_report({}, {}, "r", None, [], MACHINE, "now")
