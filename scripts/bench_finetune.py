@@ -52,20 +52,15 @@ def mined_pairs(data_dir: str, run_path: str, seed: int, range_min: int, range_m
 
 
 def _score(encoder, data_dir: str) -> dict:
-    import numpy as np
-
+    from retrieval_lab.config import DenseParams
     from retrieval_lab.data import load_dataset
-    from retrieval_lab.metrics import evaluate
+    from retrieval_lab.training import dense_means
 
     dataset = load_dataset(data_dir, ["test"])
     qrels = dataset.qrels["test"]
-    doc_ids, query_ids = list(dataset.corpus), sorted(qrels)
-    docs = encoder.encode([dataset.corpus[d].content(FIELDS) for d in doc_ids], 64, 256)  # N x H
-    queries = encoder.encode([dataset.queries[q].text for q in query_ids], 64, 256)  # Q x H
-    scores = queries @ docs.T  # Q x N
-    top = np.argsort(-scores, axis=1, kind="stable")[:, :100]  # Q x 100
-    run = {q: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, q in enumerate(query_ids)}
-    return evaluate(qrels, run, ["nDCG@10", "R@100", "AP@10"]).means
+    return dense_means(encoder, qrels, {q: dataset.queries[q].text for q in qrels},
+                       {d: dataset.corpus[d].content(FIELDS) for d in dataset.corpus},
+                       DenseParams(batch_size=64, max_seq_length=256, bf16=False), 100, ["nDCG@10", "R@100", "AP@10"])
 
 
 def ours(args: dict) -> dict:

@@ -333,7 +333,6 @@ def test_clean_script_lists_then_deletes_only_generated(tmp_path, capsys):
     assert left == ["data/raw/scifact/x", "models/base.lock.json", "params.yaml"]
 
 
-
 def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
     # A tiny clip (1e-9) rescales every step's gradient by a different factor, so the
     # Adam updates, and the weights after two steps, differ from an unclipped run.
@@ -347,3 +346,20 @@ def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
         runs[clip] = (fp, weights_digest(encoder.model))
     assert runs[None][1] != runs[1e-9][1]
     assert runs[None][0]["train"]["max_grad_norm"] is None and runs[1e-9][0]["train"]["max_grad_norm"] == 1e-9
+
+
+def test_dense_means_ranks_by_dot_product():
+    vectors = {"q1": [1.0, 0.0], "q2": [0.0, 1.0], "a": [0.9, 0.1], "b": [0.2, 0.8], "c": [0.6, 0.4]}
+
+    class Fixed:  # text -> a fixed 2-d embedding
+        def encode(self, texts, batch_size, max_length, bf16):
+            return np.array([vectors[t] for t in texts], dtype=np.float32)
+
+    qrels = {"q1": {"c": 1}, "q2": {"b": 1}}
+    means = training.dense_means(Fixed(), qrels, {"q1": "q1", "q2": "q2"}, {"a": "a", "b": "b", "c": "c"},
+                                 Params().dense, depth=2, measures=["RR", "R@1", "R@2"])
+    # q1 scores a 0.9, c 0.6, b 0.2: c at rank 2 -> RR 1/2; q2 scores b 0.8 first -> RR 1
+    assert means == pytest.approx({"RR": 0.75, "R@1": 0.5, "R@2": 1.0})
+    # depth 1 cuts q1's list before c: RR 0 for it
+    assert training.dense_means(Fixed(), qrels, {"q1": "q1", "q2": "q2"}, {"a": "a", "b": "b", "c": "c"},
+                                Params().dense, depth=1, measures=["RR"])["RR"] == pytest.approx(0.5)

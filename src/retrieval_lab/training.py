@@ -52,7 +52,7 @@ from .batching import (
     read_strategy,
     shard,
 )
-from .config import Params, TrainParams, TrainVariant
+from .config import DenseParams, Params, TrainParams, TrainVariant
 from .data import Dataset
 from .errors import InputError
 from .losses import multi_positive_nce
@@ -450,27 +450,31 @@ def _fine_tune(encoder, data, params, temperature, fingerprint_, stop_after, res
 # ----------------------------------------------------------------------------- validation
 
 
-def validator(dataset: Dataset, fields: list[str], params: Params) -> Callable[[object], dict] | None:
-    """Encode the val queries and the corpus, rank by dot product, score with metrics.evaluate (None: no val)."""
+def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: dict[str, str],
+                dense: DenseParams, depth: int, measures: list[str]) -> dict[str, float]:
+    """Encode queries and documents, rank every document by dot product, return the mean of each measure."""
     from .metrics import evaluate
 
+    query_ids, doc_ids = sorted(qrels), list(doc_texts)
+    q = encoder.encode([query_texts[i] for i in query_ids], dense.batch_size, dense.max_seq_length,
+                       dense.bf16)  # Q x H
+    d = encoder.encode([doc_texts[i] for i in doc_ids], dense.batch_size, dense.max_seq_length, dense.bf16)  # N x H
+    scores = q @ d.T  # Q x N
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :min(depth, len(doc_ids))]  # Q x depth
+    run = {qid: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, qid in enumerate(query_ids)}
+    return evaluate(qrels, run, measures).means
+
+
+def validator(dataset: Dataset, fields: list[str], params: Params) -> Callable[[object], dict] | None:
+    """Score the val queries against the whole corpus with :func:`dense_means` (None: no val query)."""
     qrels = {q: j for q, j in dataset.qrels.get("val", {}).items() if any(r > 0 for r in j.values())}
     if not qrels:
         return None
-    query_ids, doc_ids = sorted(qrels), list(dataset.corpus)
-    query_texts = [dataset.queries[q].text for q in query_ids]
-    doc_texts = [dataset.corpus[d].content(fields) for d in doc_ids]
-    dense, depth = params.dense, min(params.retrieve.depth, len(doc_ids))
-
-    def validate(encoder) -> dict:
-        q = encoder.encode(query_texts, dense.batch_size, dense.max_seq_length, dense.bf16)  # Q x H
-        d = encoder.encode(doc_texts, dense.batch_size, dense.max_seq_length, dense.bf16)  # N x H
-        scores = q @ d.T  # Q x N
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :depth]  # Q x depth
-        run = {qid: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, qid in enumerate(query_ids)}
-        return evaluate(qrels, run, list(params.evaluate.measures)).means
-
-    return validate
+    query_texts = {q: dataset.queries[q].text for q in qrels}
+    doc_texts = {d: dataset.corpus[d].content(fields) for d in dataset.corpus}
+    measures = list(params.evaluate.measures)
+    return lambda encoder: dense_means(encoder, qrels, query_texts, doc_texts, params.dense,
+                                       params.retrieve.depth, measures)
 
 
 # ----------------------------------------------------------------------------- outputs
