@@ -22,7 +22,7 @@ OUT = Path(tempfile.gettempdir()) / "bench_encode"  # embeddings, to check both 
 
 
 def _texts(data: str, limit: int) -> list[str]:
-    from retrieval_lab.data import read_corpus
+    from retrieval_lab.core.data import read_corpus
 
     docs = list(read_corpus(Path(data) / "corpus.jsonl").values())[:limit]
     return [doc.content(["title", "text"]) for doc in docs]

@@ -34,7 +34,7 @@ FIELDS = ["title", "text"]
 
 def mined_pairs(data_dir: str, run_path: str, seed: int, range_min: int, range_max: int) -> list[tuple]:
     """(query id, positive id, negative id) per train pair, the negative seeded from ranks range_min..range_max."""
-    from retrieval_lab.data import load_dataset, positives
+    from retrieval_lab.core.data import load_dataset, positives
     from retrieval_lab.runs import read_run
 
     dataset = load_dataset(data_dir, ["train", "test"])
@@ -52,8 +52,8 @@ def mined_pairs(data_dir: str, run_path: str, seed: int, range_min: int, range_m
 
 
 def _score(encoder, data_dir: str) -> dict:
-    from retrieval_lab.config import DenseParams
-    from retrieval_lab.data import load_dataset
+    from retrieval_lab.core.config import DenseParams
+    from retrieval_lab.core.data import load_dataset
     from retrieval_lab.training import dense_means
 
     dataset = load_dataset(data_dir, ["test"])
@@ -67,8 +67,8 @@ def ours(args: dict) -> dict:
     import dataclasses
 
     from retrieval_lab.batching import Example
-    from retrieval_lab.config import load_params
-    from retrieval_lab.data import load_dataset
+    from retrieval_lab.core.config import load_params
+    from retrieval_lab.core.data import load_dataset
     from retrieval_lab.encoder import load
     from retrieval_lab.mining import annotated_positives
     from retrieval_lab.training import TrainingData, fine_tune
@@ -98,7 +98,7 @@ def theirs(args: dict) -> dict:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from retrieval_lab.data import load_dataset
+    from retrieval_lab.core.data import load_dataset
     from retrieval_lab.encoder import load, verify_lock
 
     dataset = load_dataset(args["data"], ["train", "test"])

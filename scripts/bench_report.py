@@ -452,7 +452,7 @@ def _now() -> str:
 def run_benchmarks(benches: list[Bench], results_dir: Path, shown_dir: str, quick: bool,
                    manifest: dict) -> list[str]:
     """Run each in turn, recording it in ``manifest``; return the names of those that failed."""
-    from retrieval_lab.atomic import write_json
+    from retrieval_lab.core.atomic import write_json
 
     machine = machine_info()
     for bench in benches:
@@ -471,7 +471,7 @@ def run_benchmarks(benches: list[Bench], results_dir: Path, shown_dir: str, quic
 
 
 def main(argv: list[str] | None = None) -> int:
-    from retrieval_lab.atomic import write_text
+    from retrieval_lab.core.atomic import write_text
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smallest sensible settings (a couple of minutes)")

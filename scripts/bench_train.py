@@ -29,7 +29,7 @@ GOAL = 1.1  # time ratio ours / sentence-transformers
 def _batch(data_dir: str, negatives: str | None, size: int, seed: int):
     """32 (query, positive, negative) triples as a TrainingData + its batch of examples."""
     from retrieval_lab.batching import Example
-    from retrieval_lab.data import load_dataset, positives
+    from retrieval_lab.core.data import load_dataset, positives
     from retrieval_lab.mining import annotated_positives, read_negatives
     from retrieval_lab.training import TrainingData
 

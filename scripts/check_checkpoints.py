@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def check(path: Path, model) -> tuple[bool, str]:
-    from retrieval_lab.errors import InputError
+    from retrieval_lab.core.errors import InputError
     from retrieval_lab.training import load_checkpoint
 
     try:

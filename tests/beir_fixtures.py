@@ -19,3 +19,10 @@ def write_beir(root: Path, corpus: list[dict], queries: list[dict], qrels: dict[
         lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, d, s in rows]
         (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+def default_params(folder: Path) -> Path:
+    """A params file with no section: every command reads the schema's defaults from it."""
+    path = folder / "defaults.yaml"
+    path.write_text("# every section at its default\n", encoding="utf-8")
+    return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.errors import InputError
 
 
 def run_command(name: str, argv: list[str]) -> int:

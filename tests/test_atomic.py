@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval_lab.atomic import atomic_path, write_text
+from retrieval_lab.core.atomic import atomic_path, write_text
 
 
 def test_failed_write_leaves_previous_output_untouched(tmp_path):

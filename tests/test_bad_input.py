@@ -190,6 +190,25 @@ def test_bad_run_in_fuse(case, runs, params, tmp_path, capsys):
     assert_untouched(report)
 
 
+def test_empty_run_in_fuse(runs, params, tmp_path, capsys):
+    good, empty = runs
+    empty.write_text("\n", encoding="utf-8")
+    out = tmp_path / "fused.trec"
+    plant(out)
+    fails(["fuse", "--method", "rrf", "--runs", str(good), str(empty), "--output", str(out),
+           "--params", str(params)], capsys, empty, None, None, "empty run")
+    assert_untouched(out)
+
+
+def test_missing_params_file_is_an_error(runs, tmp_path, capsys):
+    good, _ = runs
+    out = tmp_path / "fused.trec"
+    missing = tmp_path / "missing.yaml"
+    fails(["fuse", "--method", "rrf", "--runs", str(good), str(good), "--output", str(out),
+           "--params", str(missing)], capsys, missing, None, None, "params file not found")
+    assert not out.exists()
+
+
 def test_good_runs_fuse(runs, params, tmp_path):
     good, _ = runs
     out = tmp_path / "fused.trec"

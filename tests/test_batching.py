@@ -17,8 +17,8 @@ from retrieval_lab.batching import (
     positives_rule,
     shard,
 )
-from retrieval_lab.data import load_dataset
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.losses import multi_positive_nce
 
 # q1 -> a, b ; q2 -> c, d ; q3 -> e, f.  Mined: q1's negative c is q2's positive; q2's negative a is q1's.

@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from beir_fixtures import write_beir
+from beir_fixtures import default_params, write_beir
 from command_runner import run_command
 
 from retrieval_lab.encoder import load_embeddings
@@ -19,7 +19,7 @@ def test_encode_then_dense_retrieve(tmp_path, monkeypatch):
                       [{"_id": "q1", "text": "how do cells get energy"}, {"_id": "q2", "text": "share prices"}],
                       {"test": [("q1", "d1", 1)]})
     emb = tmp_path / "emb"
-    argv = ["--dataset", str(beir), "--output", str(emb), "--params", str(tmp_path / "none.yaml"),
+    argv = ["--dataset", str(beir), "--output", str(emb), "--params", str(default_params(tmp_path)),
             "--set", "dense.max_seq_length=8"]
     assert run_command("encode", argv) == 0
     report = json.loads((emb / "encode_report.json").read_text())

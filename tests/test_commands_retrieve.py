@@ -1,5 +1,5 @@
 import numpy as np
-from beir_fixtures import write_beir
+from beir_fixtures import default_params, write_beir
 from command_runner import run_command
 
 from retrieval_lab.encoder import Embeddings, write_embeddings
@@ -36,7 +36,7 @@ def test_set_overrides_reach_the_retriever(tmp_path):
     for b in ("0.0", "1.0"):
         out = tmp_path / f"b{b}.trec"
         assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(out),
-                                        "--set", f"bm25.b={b}", "--params", str(tmp_path / "none.yaml")]) == 0
+                                        "--set", f"bm25.b={b}", "--params", str(default_params(tmp_path))]) == 0
         scores.append(read_run(out)["q1"]["d1"])
     # token counts d1 5, d2 3, d3 4 (avgdl 4): b = 1 penalises the longer-than-average d1, b = 0 does not
     assert scores[0] > scores[1]

@@ -4,7 +4,7 @@ import pytest
 from command_runner import run_command
 
 from retrieval_lab.comparison import compare, to_markdown
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.errors import InputError
 
 # sixteenths: every difference is exact in binary floating point
 A = [1, 2, 3, 4, 5, 6, 7, 8]

@@ -7,8 +7,8 @@ import json
 import pytest
 from beir_fixtures import write_beir
 
-from retrieval_lab.data import load_dataset, read_corpus, read_qrels, read_queries
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.data import load_dataset, read_corpus, read_qrels, read_queries
+from retrieval_lab.core.errors import InputError
 
 DOCS = [{"_id": "d1", "title": "Queue", "text": "restart the worker"},
         {"_id": "d2", "title": "DNS", "text": "flush the resolver cache"}]

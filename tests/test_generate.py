@@ -8,13 +8,14 @@ import hashlib
 from collections import Counter
 
 import pytest
+from beir_fixtures import default_params
 
 from retrieval_lab import cli
 from retrieval_lab import generate as gen
 from retrieval_lab.commands import generate as command
-from retrieval_lab.config import GenerateParams, TokenizerParams
-from retrieval_lab.data import load_dataset
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.config import GenerateParams, TokenizerParams
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.tokenizer import Tokenizer
 
 FILES = ("corpus.jsonl", "queries.jsonl", "qrels/all.tsv")
@@ -95,7 +96,7 @@ def test_command_output_passes_the_loader_and_replaces_the_folder_whole(tmp_path
     (out / "stale.txt").write_text("from an older run")
     parser = argparse.ArgumentParser()
     command.configure(parser)
-    args = parser.parse_args(["--output", str(out), "--params", str(tmp_path / "absent.yaml"),
+    args = parser.parse_args(["--output", str(out), "--params", str(default_params(tmp_path)),
                               "--set", "generate.families=7",
                               "--set", "generate.queries_per_family=3"])
     assert command.run(args) == 0

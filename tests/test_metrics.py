@@ -6,7 +6,7 @@ import pytest
 import pytrec_eval
 
 from retrieval_lab import metrics
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.runs import ranked
 
 CUTOFFS = (1, 2, 3, 5, 10, 20)

@@ -7,13 +7,13 @@ import json
 from dataclasses import replace
 
 import pytest
-from beir_fixtures import write_beir
+from beir_fixtures import default_params, write_beir
 
 from retrieval_lab import mining
 from retrieval_lab.commands import mine as mine_command
-from retrieval_lab.config import MineParams
-from retrieval_lab.data import load_dataset
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.config import MineParams
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.mining import (
     MiningAuditError,
     audit_negatives,
@@ -147,7 +147,7 @@ def test_command_writes_audited_outputs_and_audits_a_file(tmp_path, capsys):
     write_run(tmp_path / "dense.trec", _run(), "dense")
     out = tmp_path / "mined" / "hard"
     args = _args(dataset=dataset.path, run=tmp_path / "dense.trec", strategy="hard", output=out,
-                 params=tmp_path / "none.yaml")
+                 params=default_params(tmp_path))
     assert mine_command.run(args) == 0
     records = read_negatives(out / "negatives.jsonl")
     assert [r["query_id"] for r in records] == ["qa", "qa2"]
@@ -156,7 +156,7 @@ def test_command_writes_audited_outputs_and_audits_a_file(tmp_path, capsys):
     assert audit["per_query"]["qa"] == [{"id": r["negatives"][0]["id"], "rank": r["negatives"][0]["rank"],
                                          "score": r["negatives"][0]["score"]} for r in records[:1]]
     assert mine_command.run(_args(audit=out / "negatives.jsonl", dataset=dataset.path,
-                                  params=tmp_path / "none.yaml")) == 0
+                                  params=default_params(tmp_path))) == 0
     # plant the test-split positive b1 into the file: the standalone audit must fail, naming the line
     lines = (out / "negatives.jsonl").read_text().splitlines()
     bad = json.loads(lines[1])
@@ -164,7 +164,7 @@ def test_command_writes_audited_outputs_and_audits_a_file(tmp_path, capsys):
     (tmp_path / "bad.jsonl").write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
     capsys.readouterr()
     assert mine_command.run(_args(audit=tmp_path / "bad.jsonl", dataset=dataset.path,
-                                  params=tmp_path / "none.yaml")) == 1
+                                  params=default_params(tmp_path))) == 1
     assert "line 2: query 'qa2' document 'b1': outside the mining pool" in capsys.readouterr().err
 
 

@@ -23,7 +23,7 @@ import yaml
 from beir_fixtures import REPO
 from pipeline_fixtures import clone_working_tree, env, lock_hashes, sh
 
-from retrieval_lab.atomic import HOLD_ENV
+from retrieval_lab.core.atomic import HOLD_ENV
 
 pytestmark = pytest.mark.slow
 

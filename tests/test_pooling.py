@@ -2,8 +2,8 @@ import pytest
 from beir_fixtures import write_beir
 from command_runner import run_command
 
-from retrieval_lab.data import Doc, Query, read_qrels
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.data import Doc, Query, read_qrels
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.pooling import COLUMNS, merge, pool, read_labels
 from retrieval_lab.runs import write_run
 

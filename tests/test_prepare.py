@@ -7,8 +7,8 @@ import json
 import pytest
 from beir_fixtures import write_beir
 
-from retrieval_lab.config import PrepareParams
-from retrieval_lab.data import load_dataset
+from retrieval_lab.core.config import PrepareParams
+from retrieval_lab.core.data import load_dataset
 from retrieval_lab.prepare import LeakageError, assign_families, prepare
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from retrieval_lab import retrievers
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.retrievers.base import top_k
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.runs import ranked, read_run, write_run
 
 

@@ -13,7 +13,7 @@ import json
 import pytest
 from command_runner import run_command
 
-from retrieval_lab.data import load_dataset
+from retrieval_lab.core.data import load_dataset
 from retrieval_lab.metrics import evaluate
 from retrieval_lab.runs import read_run
 

@@ -1,7 +1,7 @@
 import pytest
 
-from retrieval_lab.config import TokenizerParams
-from retrieval_lab.errors import InputError
+from retrieval_lab.core.config import TokenizerParams
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.tokenizer import Tokenizer, load_stopwords
 
 PLAIN = TokenizerParams(stopwords=None, stemmer=None)

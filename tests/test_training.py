@@ -17,10 +17,10 @@ from beir_fixtures import REPO, write_beir
 from retrieval_lab import training
 from retrieval_lab.batching import make_batch
 from retrieval_lab.cli import main
-from retrieval_lab.config import Params, TrainParams, TrainVariant
-from retrieval_lab.data import load_dataset
+from retrieval_lab.core.config import Params, TrainParams, TrainVariant
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.core.errors import InputError
 from retrieval_lab.encoder import Encoder, load, load_embeddings
-from retrieval_lab.errors import InputError
 from retrieval_lab.mining import write_mined
 from retrieval_lab.training import (
     Distributed,

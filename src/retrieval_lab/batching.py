@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from .data import Dataset, positives
-from .errors import InputError
+from .core.data import Dataset, positives
+from .core.errors import InputError
 
 
 @dataclass(frozen=True)

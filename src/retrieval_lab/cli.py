@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from .errors import InputError
+from .core.errors import InputError
 
 # subcommand name -> module under retrieval_lab.commands
 COMMANDS = {

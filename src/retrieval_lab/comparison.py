@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from . import stats
-from .errors import InputError
+from .core.errors import InputError
 from .metrics import parse_measure
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from .data import Qrels, positives
+from .core.data import Qrels, positives
 from .metrics import positive_ranks
 from .runs import Run, ranked
 

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .atomic import atomic_path, write_json
-from .config import DenseParams
-from .errors import InputError
+from .core.atomic import atomic_path, write_json
+from .core.config import DenseParams
+from .core.errors import InputError
 
 LOCK_KEYS = ("name", "revision", "source", "files")
 DOC_EMBEDDINGS, DOC_IDS = "doc_embeddings.npy", "doc_ids.txt"

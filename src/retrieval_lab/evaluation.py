@@ -18,11 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import metrics
-from .atomic import write_json, write_text
-from .config import Params
-from .data import load_dataset
+from .core.atomic import write_json, write_text
+from .core.config import Params
+from .core.data import load_dataset
+from .core.errors import InputError
 from .diagnosis import diagnose, to_markdown
-from .errors import InputError
 from .runs import read_run
 
 

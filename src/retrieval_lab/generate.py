@@ -41,10 +41,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import atomic_path
-from .config import GenerateParams
-from .data import Doc, Qrels, Query, write_corpus, write_qrels, write_queries
-from .errors import InputError
+from .core.atomic import atomic_path
+from .core.config import GenerateParams
+from .core.data import Doc, Qrels, Query, write_corpus, write_qrels, write_queries
+from .core.errors import InputError
 
 PRIMARY, ALTERNATIVE, CONFUSABLE = 2, 1, 0  # graded relevance written to qrels
 

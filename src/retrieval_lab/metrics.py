@@ -54,8 +54,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .data import Qrels
-from .errors import InputError
+from .core.data import Qrels
+from .core.errors import InputError
 from .runs import Run, ranked
 
 # ----------------------------------------------------------------------------- measure names

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import atomic_path, write_json
-from .config import MineParams
-from .data import Dataset, json_objects, positives
-from .errors import InputError
+from .core.atomic import atomic_path, write_json
+from .core.config import MineParams
+from .core.data import Dataset, json_objects, positives
+from .core.errors import InputError
 from .runs import Run, ranked
 
 HELDOUT_SPLITS = ("val", "test")

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .atomic import atomic_path
-from .data import Doc, Qrels, Query, text_lines
-from .errors import InputError
+from .core.atomic import atomic_path
+from .core.data import Doc, Qrels, Query, text_lines
+from .core.errors import InputError
 from .runs import Run, ranked
 
 COLUMNS = ("query_id", "query_text", "doc_id", "title", "snippet", "best_rank", "retrievers", "score")

@@ -12,10 +12,10 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
-from .atomic import atomic_path, write_json
-from .config import PrepareParams
-from .data import Dataset, Qrels, load_dataset, positives, write_corpus, write_qrels, write_queries
-from .errors import InputError
+from .core.atomic import atomic_path, write_json
+from .core.config import PrepareParams
+from .core.data import Dataset, Qrels, load_dataset, positives, write_corpus, write_qrels, write_queries
+from .core.errors import InputError
 
 SPLITS = ("train", "val", "test")
 

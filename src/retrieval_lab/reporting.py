@@ -15,9 +15,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from .atomic import atomic_path
 from .comparison import compare_values, per_query_values
-from .config import Params
+from .core.atomic import atomic_path
+from .core.config import Params
 
 WORKSPACE = None  # head = the working tree
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_path
-from .errors import InputError
+from .core.atomic import atomic_path
+from .core.errors import InputError
 
 Run = dict[str, dict[str, float]]
 

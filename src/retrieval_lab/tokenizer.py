@@ -15,8 +15,8 @@ import re
 import unicodedata
 from pathlib import Path
 
-from .config import TokenizerParams
-from .errors import InputError
+from .core.config import TokenizerParams
+from .core.errors import InputError
 
 _MEMO_LIMIT = 2_000_000  # distinct tokens remembered before the memo starts afresh
 

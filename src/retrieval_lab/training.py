@@ -41,7 +41,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .atomic import atomic_path, write_json
 from .batching import (
     Batch,
     Example,
@@ -52,9 +51,10 @@ from .batching import (
     read_strategy,
     shard,
 )
-from .config import DenseParams, Params, TrainParams, TrainVariant
-from .data import Dataset
-from .errors import InputError
+from .core.atomic import atomic_path, write_json
+from .core.config import DenseParams, Params, TrainParams, TrainVariant
+from .core.data import Dataset
+from .core.errors import InputError
 from .losses import multi_positive_nce
 from .mining import annotated_positives, read_negatives
 
@@ -517,7 +517,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                  stop_after: int | None = None, resume: str | Path | None = None,
                  checkpoint: str | Path | None = None, progress: bool = True) -> TrainResult:
     """The ``train`` stage: load base model and data, fine-tune, save model, encode the dataset, log."""
-    from .data import load_dataset
+    from .core.data import load_dataset
     from .encoder import encode_dataset, load
 
     train = params.train

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "paired bootstrap / randomization comparison of run pairs (compare.pairs) from their per_query.json"
 
@@ -17,8 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..atomic import write_json, write_text
     from ..comparison import compare, to_markdown
+    from ..core.atomic import write_json, write_text
 
     params = params_of(args)
     ev = params.evaluate

@@ -8,7 +8,7 @@ import json
 import sys
 import tempfile
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "train a tiny setting straight and stopped+resumed; check steps, data order, losses, weights (JSON report)"
 
@@ -27,8 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..atomic import write_json
-    from ..data import load_dataset
+    from ..core.atomic import write_json
+    from ..core.data import load_dataset
     from ..encoder import load
     from ..training import compare_resume, training_data, variant_of
 

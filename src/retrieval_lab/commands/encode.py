@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "encode a BEIR folder's documents and queries with a dense model into an embeddings folder"
 
@@ -16,7 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data import load_dataset
+    from ..core.data import load_dataset
     from ..encoder import encode_dataset, load
 
     params = params_of(args)

@@ -36,7 +36,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..data import read_qrels
+    from ..core.data import read_qrels
     from ..evaluation import check_overlap, judged_measures
     from ..metrics import evaluate, parse_measure
     from ..runs import read_run

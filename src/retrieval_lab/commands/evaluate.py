@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "evaluate one run on a prepared dataset's split: metrics JSON, per-query values, curves, diagnosis"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on training qrels"
 
@@ -17,9 +17,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..atomic import write_json
-    from ..data import read_qrels
-    from ..errors import InputError
+    from ..core.atomic import write_json
+    from ..core.data import read_qrels
+    from ..core.errors import InputError
     from ..fusion import fuse
     from ..runs import read_run, write_run
 
@@ -27,6 +27,9 @@ def run(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
         raise InputError(f"need at least 2 runs, got {len(args.runs)}", field="--runs")
     runs = [read_run(path) for path in args.runs]
+    for path, run_ in zip(args.runs, runs):
+        if not run_:
+            raise InputError("empty run: no ranked line to fuse", str(path))
     qrels = read_qrels(args.qrels) if args.qrels else None
     fused, report = fuse(args.method, runs, params, qrels)
     report.update(runs=list(args.runs), qrels=args.qrels)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "write the synthetic IT-support knowledge base as a BEIR folder (qrels/all.tsv)"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = ("show N queries' and N documents' texts, embedding dimension and norm, and nearest documents "
         "by cosine; with --compare-model, base vs fine-tuned neighbours side by side")
@@ -26,7 +26,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from ..data import load_dataset
+    from ..core.data import load_dataset
     from ..encoder import load
     from ..inspection import compare, format_comparison, format_report, inspect, pick
 

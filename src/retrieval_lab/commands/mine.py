@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "mine training negatives from a run (hard | random) and audit them; or audit an existing file"
 
@@ -38,7 +38,7 @@ def _print_failures(audit: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..data import load_dataset
+    from ..core.data import load_dataset
     from ..mining import MiningAuditError, audit_negatives, check_strategy, mine_to_dir
     from ..runs import read_run
 

@@ -22,7 +22,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def _load_corpus_and_queries(path: str):
     from pathlib import Path
 
-    from ..data import read_corpus, read_queries
+    from ..core.data import read_corpus, read_queries
 
     return read_queries(Path(path) / "queries.jsonl"), read_corpus(Path(path) / "corpus.jsonl")
 
@@ -30,8 +30,8 @@ def _load_corpus_and_queries(path: str):
 def _pool(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..data import read_qrels
-    from ..errors import InputError
+    from ..core.data import read_qrels
+    from ..core.errors import InputError
     from ..pooling import pool, write_pool
     from ..runs import read_run
 
@@ -50,7 +50,7 @@ def _pool(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from ..data import read_qrels, write_qrels
+    from ..core.data import read_qrels, write_qrels
     from ..pooling import merge, read_labels
 
     queries, corpus = _load_corpus_and_queries(args.dataset) if args.dataset else (None, None)

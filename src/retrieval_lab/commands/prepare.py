@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "split a BEIR folder into train/val/test (by family, or the given splits) and audit it for leakage"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "markdown report of what a revision changed: metrics diff, bootstrap CIs, moved queries, plots"
 

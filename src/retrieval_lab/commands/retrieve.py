@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import add_params_args, params_of
+from ..core.config import add_params_args, params_of
 
 HELP = "rank documents for each query with one retriever (bm25, lsa, dense) and write a TREC run"
 
@@ -19,8 +19,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _queries(args, dataset, retriever) -> dict[str, str]:
-    from ..data import load_dataset
-    from ..errors import InputError
+    from ..core.data import load_dataset
+    from ..core.errors import InputError
 
     if dataset is None and args.split:
         # the embeddings report names the folder it was encoded from
@@ -40,8 +40,8 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from .. import retrievers
-    from ..data import load_dataset
-    from ..errors import InputError
+    from ..core.data import load_dataset
+    from ..core.errors import InputError
     from ..runs import write_run
 
     params = params_of(args)

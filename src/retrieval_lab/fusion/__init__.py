@@ -9,18 +9,23 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..config import FusionParams
-from ..data import Qrels
-from ..errors import InputError
+from ..core.config import FusionParams
+from ..core.data import Qrels
+from ..core.errors import InputError
 from ..runs import Run
 
 METHODS = ("rrf", "weighted")
 
 
-def get(name: str) -> ModuleType:
+def module_of(name: str) -> str:
+    """The module ``--method NAME`` loads (dvc.yaml must list it as the stage's dependency)."""
     if name not in METHODS:
         raise InputError(f"unknown fusion method {name!r} (choices: {', '.join(METHODS)})", field="--method")
-    return importlib.import_module(f"{__name__}.{name}")
+    return f"{__name__}.{name}"
+
+
+def get(name: str) -> ModuleType:
+    return importlib.import_module(module_of(name))
 
 
 def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> dict:

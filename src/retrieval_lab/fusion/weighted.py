@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import InputError
+from ..core.errors import InputError
 from ..runs import Run
 from .base import top_depth
 

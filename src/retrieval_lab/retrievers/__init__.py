@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 # name -> "module:Class", imported on demand so lexical runs never load torch or faiss
 REGISTRY = {
@@ -29,3 +29,9 @@ def get(name: str, field: str = "--retriever"):
         raise InputError(f"unknown retriever {name!r} (choices: {', '.join(names())})", field=field)
     module_name, class_name = REGISTRY[name].split(":")
     return getattr(importlib.import_module(f"{__name__}.{module_name}"), class_name)
+
+
+def module_of(name: str) -> str:
+    """The module ``--retriever NAME`` loads (dvc.yaml must list it as the stage's dependency)."""
+    get(name)
+    return f"{__name__}.{REGISTRY[name].split(':')[0]}"

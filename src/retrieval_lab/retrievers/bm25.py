@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..config import BM25Params, Params, TokenizerParams
-from ..data import Doc
-from ..errors import InputError
+from ..core.config import BM25Params, Params, TokenizerParams
+from ..core.data import Doc
+from ..core.errors import InputError
 from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k

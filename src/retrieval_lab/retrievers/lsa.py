@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import LSAParams, Params, TokenizerParams
-from ..data import Doc
-from ..errors import InputError
+from ..core.config import LSAParams, Params, TokenizerParams
+from ..core.data import Doc
+from ..core.errors import InputError
 from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k

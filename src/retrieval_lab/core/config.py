@@ -7,6 +7,7 @@ the same schema, so the command line and the pipeline cannot drift apart.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 import types
@@ -250,9 +251,18 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
-def load_params(path: str | Path = "params.yaml", overrides: list[str] | None = None) -> Params:
-    """Read and check ``params.yaml`` (missing sections take their defaults)."""
-    path = Path(path)
+DEFAULT_PARAMS = "params.yaml"
+
+
+def load_params(path: str | Path | None = None, overrides: list[str] | None = None) -> Params:
+    """Read and check a params file (missing sections take their defaults).
+
+    ``path=None`` reads ``params.yaml`` when the working folder has one and takes every
+    default otherwise (a command run outside a pipeline); a named file must exist.
+    """
+    if path is not None and not Path(path).is_file():
+        raise InputError("params file not found", str(path))
+    path = Path(DEFAULT_PARAMS if path is None else path)
     data: dict = {}
     if path.exists():
         try:
@@ -303,3 +313,15 @@ def _located(exc: InputError, path: Path, overrides: list[str]) -> InputError:
 
 def as_dict(obj) -> Any:
     return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+
+
+def add_params_args(parser: argparse.ArgumentParser) -> None:
+    """``--params`` and ``--set``, the same on every command."""
+    parser.add_argument("--params", default=None,
+                        help=f"params file (default: {DEFAULT_PARAMS} when present, else the built-in defaults)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="override a parameter, checked against the same schema (repeatable)")
+
+
+def params_of(args: argparse.Namespace) -> Params:
+    return load_params(args.params, args.overrides)

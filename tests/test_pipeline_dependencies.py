@@ -1,0 +1,158 @@
+"""dvc.yaml declares every module a stage runs: an edit to one can never leave a stale result.
+
+Each stage's code is derived from its ``cmd``: the console-script subcommand names its
+module under ``retrieval_lab.commands``; from there every ``import`` inside the package,
+at module level or inside a function, is followed transitively, plus the module a
+registry loads by name (``--retriever bm25`` -> ``retrievers/bm25.py``). A module is
+covered when a dependency is the module itself or a folder holding it. Package
+``__init__.py`` files that hold nothing but a docstring and constants cannot change an
+output and are not required. ``cli.py`` (the dispatcher: parse, run, map errors to an
+exit code) is not a stage's code either.
+"""
+
+from __future__ import annotations
+
+import ast
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from beir_fixtures import REPO
+
+from retrieval_lab import fusion, retrievers
+from retrieval_lab.cli import COMMANDS
+
+SRC = REPO / "src"
+PACKAGE = "retrieval_lab"
+# flag of a subcommand -> the registry that turns its value into a module
+DISPATCH = {("retrieve", "--retriever"): retrievers.module_of, ("fuse", "--method"): fusion.module_of}
+
+
+def module_file(name: str) -> Path | None:
+    path = SRC.joinpath(*name.split("."))
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def _imports(name: str) -> set[str]:
+    """Modules of the package that ``name`` imports anywhere in its source."""
+    path = module_file(name)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from . import stats`
+    return {m for m in found if m.split(".")[0] == PACKAGE and module_file(m) is not None}
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def import_closure(roots: list[str]) -> set[str]:
+    """Every package module that importing ``roots`` executes (parent packages included)."""
+    seen: set[str] = set()
+    todo = [m for root in roots for m in [root, *_parents(root)]]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            for imported in _imports(name):
+                todo.extend([imported, *_parents(imported)])
+    return seen
+
+
+def _inert(path: Path) -> bool:
+    """A package __init__ with only a docstring, future imports and constant assignments."""
+    if path.name != "__init__.py":
+        return False
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            continue
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            continue
+        return False
+    return True
+
+
+def stage_code(cmd: str) -> set[str]:
+    """Repository-relative files of the modules a stage's command runs."""
+    argv = shlex.split(cmd)
+    assert argv[0] == "retrieval-lab", f"not a retrieval-lab command: {cmd}"
+    command = argv[1]
+    roots = [f"{PACKAGE}.commands.{COMMANDS[command]}"]
+    for (name, flag), module_of in DISPATCH.items():
+        if command == name and flag in argv:
+            roots.append(module_of(argv[argv.index(flag) + 1]))
+    files = {module_file(m) for m in import_closure(roots)}
+    return {str(f.relative_to(REPO)) for f in files if not _inert(f)}
+
+
+def resolved_stages(root: Path) -> dict[str, tuple[str, list[str]]]:
+    """stage name -> (cmd, dependency paths), with vars and foreach resolved by DVC itself."""
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        return {stage.name: (stage.cmd, [str(dep.def_path) for dep in stage.deps])
+                for stage in repo.index.stages}
+
+
+def uncovered(root: Path) -> list[str]:
+    """'stage: module' for every module a stage runs that its dependencies do not cover."""
+    missing = []
+    for name, (cmd, deps) in sorted(resolved_stages(root).items()):
+        for module in sorted(stage_code(cmd)):
+            if not any(module == dep or module.startswith(dep.rstrip("/") + "/") for dep in deps):
+                missing.append(f"{name}: {module}")
+    return missing
+
+
+def test_every_stage_declares_the_code_it_runs():
+    assert uncovered(REPO) == []
+
+
+def test_the_closure_follows_function_level_imports_and_registries():
+    # retrieve imports retrievers/__init__ at module level; bm25 is loaded by name and imports
+    # the tokenizer, which no retriever lists unless the registry is followed
+    code = stage_code("retrieval-lab retrieve --retriever bm25 --dataset d --output o")
+    assert {"src/retrieval_lab/retrievers/bm25.py", "src/retrieval_lab/tokenizer.py",
+            "src/retrieval_lab/runs.py", "src/retrieval_lab/core/data.py"} <= code
+    assert "src/retrieval_lab/retrievers/dense.py" not in code
+    # the dense retriever imports the encoder inside a function
+    assert "src/retrieval_lab/encoder.py" in stage_code("retrieval-lab retrieve --retriever dense --output o")
+    assert "src/retrieval_lab/fusion/rrf.py" in stage_code("retrieval-lab fuse --method rrf --runs a b --output o")
+
+
+@pytest.fixture
+def pipeline_copy(tmp_path) -> Path:
+    """dvc.yaml and params.yaml in a scratch DVC project (no git), enough to resolve stages."""
+    from dvc.repo import Repo
+
+    Repo.init(str(tmp_path), no_scm=True).close()
+    for name in ("dvc.yaml", "params.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    return tmp_path
+
+
+def test_a_removed_dependency_is_named(pipeline_copy):
+    path = pipeline_copy / "dvc.yaml"
+    pipeline = yaml.safe_load(path.read_text(encoding="utf-8"))
+    pipeline["stages"]["evaluate"]["do"]["deps"].remove("src/retrieval_lab/runs.py")
+    path.write_text(yaml.safe_dump(pipeline, sort_keys=False), encoding="utf-8")
+    missing = uncovered(pipeline_copy)
+    assert "evaluate@bm25: src/retrieval_lab/runs.py" in missing
+    assert all(line.endswith("src/retrieval_lab/runs.py") and line.startswith("evaluate@") for line in missing)
