@@ -34,6 +34,8 @@ def main() -> int:
     import torch
     import torch.distributed as dist
 
+    from retrieval_lab import encoder
+
     print(f"python {sys.version.split()[0]} on {platform.machine()}, torch {torch.__version__}")
     from importlib import import_module
     from importlib.metadata import version
@@ -52,7 +54,7 @@ def main() -> int:
     print(f"CPU threads: {torch.get_num_threads()}")
     seconds, err = _matmul("cpu", torch.float32)
     print(f"CPU matmul 2048^2 fp32: {seconds * 1e3:.1f} ms, max abs error {err:.2e}")
-    native_bf16 = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    native_bf16 = encoder.native_bf16()
     print(f"CPU native bf16 (AVX512-BF16/AMX): {'yes: dense.bf16=true halves encoding time' if native_bf16 else 'no'}")
     if not torch.cuda.is_available():
         print("NO CUDA DEVICE: training and encoding run on the CPU (device auto -> cpu; training in fp32).")

@@ -19,7 +19,6 @@ LONG = "Mitochondria are the powerhouse of the cell and produce ATP through oxid
 
 @pytest.fixture(scope="module")
 def enc():
-    torch.set_num_threads(1)
     return E.load(LOCK, device="cpu")
 
 
@@ -38,6 +37,26 @@ def test_padding_does_not_change_an_embedding(enc):
         grad_path = enc.embed(["BRCA1 mutations", LONG], max_length=256)
     assert np.abs(grad_path[0].numpy() - alone[0]).max() < 1e-5
     assert np.allclose(np.linalg.norm(padded, axis=1), 1.0, atol=1e-5)
+
+
+def test_chunks_by_length_give_the_one_pass_embeddings_and_gradients(enc):
+    texts = [LONG, "BRCA1 mutations", "insulin", LONG[:150], "insulin resistance in obese mice"]
+    weight = enc.model.embeddings.word_embeddings.weight
+    probe = torch.linspace(-1.0, 1.0, enc.dim)  # [H]: a fixed direction to differentiate along
+    enc.model.eval()  # no dropout: the two passes must see the same network
+    try:
+        results = []
+        for chunk in (0, 2):  # 0: one padded pass; 2: three passes of similar length, reordered back
+            enc.model.zero_grad()
+            embedded = enc.embed(texts, max_length=256, chunk=chunk)  # [5, H]
+            (embedded @ probe).sum().backward()
+            results.append((embedded.detach(), weight.grad.clone()))
+    finally:
+        enc.model.zero_grad()
+        enc.model.train()
+    (one, one_grad), (chunked, chunked_grad) = results
+    assert (one - chunked).abs().max() < 1e-5  # same rows, same order
+    assert (one_grad - chunked_grad).abs().max() < 1e-4 * one_grad.abs().max()
 
 
 def test_related_pair_scores_above_unrelated(enc):
