@@ -183,3 +183,16 @@ def test_a_removed_dependency_is_named(pipeline_copy):
     pipeline["stages"]["generate"]["deps"].remove("src/retrieval_lab/generate_catalogue.yaml")
     path.write_text(yaml.safe_dump(pipeline, sort_keys=False), encoding="utf-8")
     assert "generate: src/retrieval_lab/generate_catalogue.yaml" in uncovered(pipeline_copy)
+
+
+def test_mine_source_chooses_the_run_that_is_mined(pipeline_copy):
+    params = pipeline_copy / "params.yaml"
+    stages = resolved_stages(pipeline_copy)
+    assert yaml.safe_load(params.read_text(encoding="utf-8"))["mine"]["source"] == "dense"
+    assert "--run runs/support/dense.trec" in stages["mine@hard"][0]
+    data = yaml.safe_load(params.read_text(encoding="utf-8"))
+    data["mine"]["source"] = "bm25"
+    params.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    cmd, deps = resolved_stages(pipeline_copy)["mine@random"]
+    assert "--run runs/support/bm25.trec" in cmd and "runs/support/bm25.trec" in deps
+    assert not any("dense" in dep for dep in deps)

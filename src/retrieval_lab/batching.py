@@ -14,7 +14,6 @@ import json
 import random
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -120,14 +119,3 @@ def shard(n: int, world: int, rank: int) -> tuple[int, int]:
     base, extra = divmod(n, world)
     start = rank * base + min(rank, extra)
     return start, start + base + (1 if rank < extra else 0)
-
-
-def read_strategy(negatives_path: str | Path) -> str | None:
-    """The mining strategy recorded in the mining-audit.json beside a negatives file (None if absent)."""
-    audit = Path(negatives_path).with_name("mining-audit.json")
-    if not audit.is_file():
-        return None
-    try:
-        return json.loads(audit.read_text(encoding="utf-8")).get("strategy")
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON ({exc.msg})", str(audit), exc.lineno) from None

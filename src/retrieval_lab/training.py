@@ -48,7 +48,6 @@ from .batching import (
     epoch_batches,
     examples_digest,
     make_batch,
-    read_strategy,
     shard,
 )
 from .core.atomic import atomic_path, write_json
@@ -56,7 +55,7 @@ from .core.config import DenseParams, Params, TrainParams, TrainVariant
 from .core.data import Dataset
 from .core.errors import InputError
 from .losses import multi_positive_nce
-from .mining import annotated_positives, read_negatives
+from .mining import annotated_positives, read_negatives, read_strategy
 
 LOSS_NAME = "multi_positive_nce"
 STATE_KEYS = ("format", "fingerprint", "model", "optimizer", "scheduler", "step", "epoch", "position",

@@ -91,7 +91,7 @@ class FusionParams:
 @dataclass(frozen=True)
 class MineParams:
     seed: int = 11
-    source: str = "dense"  # the run whose ranking is mined
+    source: str = "dense"  # the retriever whose run is mined (dvc.yaml: runs/<dataset>/<source>.trec)
     count: int = 1
     range_min: int = 4
     range_max: int = 13
