@@ -75,10 +75,10 @@ class TrainingData:
     doc_texts: dict[str, str]
 
 
-def training_data(dataset: Dataset, negatives: str | Path, positives_per_query: int | str,
-                  fields: list[str]) -> TrainingData:
+def training_data(dataset: Dataset, negatives: str | Path, positives_per_query: int, fields: list[str],
+                  at_least: bool = False) -> TrainingData:
     records = read_negatives(negatives)
-    examples = build_examples(dataset, records, positives_per_query, str(negatives))
+    examples = build_examples(dataset, records, positives_per_query, at_least, str(negatives))
     docs = {d for e in examples for d in (*e.positives, *e.negatives)}
     return TrainingData(examples, annotated_positives(dataset),
                         {e.query_id: dataset.queries[e.query_id].text for e in examples},
@@ -217,7 +217,12 @@ def weights_digest(model: torch.nn.Module) -> str:
 def fingerprint(model_digest: str, params: TrainParams, variant_name: str, variant: TrainVariant,
                 data: TrainingData, world: int = 1) -> dict:
     """What must match for a checkpoint to continue this run (validate_every does not change training)."""
-    train = {k: v for k, v in dataclasses.asdict(params).items() if k not in ("variants", "validate_every")}
+    train = {k: v for k, v in dataclasses.asdict(params).items()
+             if k not in ("variants", "validate_every", "positives_at_least")}
+    # The positives rule as one value, spelled as before it had two fields: checkpoints and
+    # training.json written then still match, and the default's bytes do not change.
+    if params.positives_at_least:
+        train["positives_per_query"] = f"at least {params.positives_per_query}"
     return {
         "model": {"weights_sha256": model_digest},
         "data": {"examples_sha256": examples_digest(data.examples), "examples": len(data.examples)},
@@ -525,7 +530,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     dist_info, device = init_distributed(params.dense.device)
     dataset = load_dataset(dataset_dir)
     fields = list(params.retrieve.fields)
-    data = training_data(dataset, negatives, train.positives_per_query, fields)
+    data = training_data(dataset, negatives, train.positives_per_query, fields, train.positives_at_least)
     encoder = load(params.dense.lock, device)
     fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)
     if stop_after is not None and checkpoint is None:
