@@ -229,6 +229,9 @@ GOOD_FAMILY = """
     (GOOD_FAMILY.replace("[s1, s2]", "[]"), "components.dns.families[0].symptoms", "expected a non-empty list"),
     (GOOD_FAMILY.replace("steps: [c]", "steps: [c, 3]"), "components.dns.families[0].alternative.steps[1]",
      "expected a non-empty string, got 3"),
+    (GOOD_FAMILY.replace("text: x", "text: ''"), "components.dns.families[0].confusables[0].text",
+     "expected a non-empty string, got ''"),
+    (GOOD_FAMILY + GOOD_FAMILY.lstrip("\n"), "components.dns.families[1].id", "family id 'f1' used twice"),
 ])
 def test_a_broken_catalogue_names_the_field(family, field, reason):
     text = ("components:\n  dns:\n    name: DNS\n    families:" + family

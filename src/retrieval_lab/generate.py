@@ -112,49 +112,52 @@ def _list(data, where: str) -> list:
     return data
 
 
-def _texts(data: list, where: str) -> tuple[str, ...]:
-    """Non-empty strings (the catalogue's only leaves)."""
-    for i, text in enumerate(data):
-        if not isinstance(text, str) or not text:
-            raise InputError(f"expected a non-empty string, got {text!r}", CATALOGUE, field=f"{where}[{i}]")
-    return tuple(data)
+def _text(data, where: str) -> str:
+    if not isinstance(data, str) or not data:
+        raise InputError(f"expected a non-empty string, got {data!r}", CATALOGUE, field=where)
+    return data
+
+
+def _texts(data, where: str) -> tuple[str, ...]:
+    return tuple(_text(item, f"{where}[{i}]") for i, item in enumerate(_list(data, where)))
+
+
+def _record(cls, data, where: str):
+    """A dataclass of strings only (Page, Confusable) from a mapping with exactly its fields."""
+    keys = tuple(f.name for f in dataclasses.fields(cls))
+    return cls(*(_text(value, f"{where}.{key}") for key, value in zip(keys, _fields(data, keys, where))))
+
+
+def _procedure(data, where: str) -> Procedure:
+    title, steps = _fields(data, ("title", "steps"), where)
+    return Procedure(_text(title, f"{where}.title"), _texts(steps, f"{where}.steps"))
 
 
 def parse_catalogue(text: str) -> tuple[dict[str, str], tuple[Family, ...], tuple[Page, ...], tuple[Page, ...]]:
     """Components (slug -> name), families in file order, generic pages, per-component templates."""
     raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     components, generic, templates = _fields(raw, ("components", "generic", "generic_templates"), "")
-
-    def record(data, cls, where: str):  # a mapping of strings only -> Page or Confusable
-        keys = tuple(f.name for f in dataclasses.fields(cls))
-        return cls(*_texts(_fields(data, keys, where), where))
-
-    def procedure(data, where: str) -> Procedure:
-        title, steps = _fields(data, ("title", "steps"), where)
-        return Procedure(_texts([title], f"{where}.title")[0], _texts(_list(steps, f"{where}.steps"),
-                                                                        f"{where}.steps"))
-
     if not isinstance(components, dict) or not components:
         raise InputError("expected a mapping slug -> component", CATALOGUE, field="components")
-    names, families = {}, []
+    names: dict[str, str] = {}
+    families: dict[str, Family] = {}  # ids must be unique: they key the documents while generating
     for slug, component in components.items():
-        where = f"components.{slug}"
-        name, family_list = _fields(component, ("name", "families"), where)
-        names[slug] = _texts([name], f"{where}.name")[0]
-        for i, family in enumerate(_list(family_list, f"{where}.families")):
-            at = f"{where}.families[{i}]"
+        name, family_list = _fields(component, ("name", "families"), f"components.{slug}")
+        names[slug] = _text(name, f"components.{slug}.name")
+        for i, family in enumerate(_list(family_list, f"components.{slug}.families")):
+            at = f"components.{slug}.families[{i}]"
             fid, symptoms, paraphrases, primary, alternative, confusables = _fields(
                 family, ("id", "symptoms", "paraphrases", "primary", "alternative", "confusables"), at)
-            families.append(Family(
-                _texts([fid], f"{at}.id")[0], slug,
-                _texts(_list(symptoms, f"{at}.symptoms"), f"{at}.symptoms"),
-                _texts(_list(paraphrases, f"{at}.paraphrases"), f"{at}.paraphrases"),
-                procedure(primary, f"{at}.primary"), procedure(alternative, f"{at}.alternative"),
-                tuple(record(c, Confusable, f"{at}.confusables[{j}]")
-                      for j, c in enumerate(_list(confusables, f"{at}.confusables")))))
-    return (names, tuple(families),
-            tuple(record(p, Page, f"generic[{i}]") for i, p in enumerate(_list(generic, "generic"))),
-            tuple(record(p, Page, f"generic_templates[{i}]")
+            if _text(fid, f"{at}.id") in families:
+                raise InputError(f"family id {fid!r} used twice", CATALOGUE, field=f"{at}.id")
+            families[fid] = Family(
+                fid, slug, _texts(symptoms, f"{at}.symptoms"), _texts(paraphrases, f"{at}.paraphrases"),
+                _procedure(primary, f"{at}.primary"), _procedure(alternative, f"{at}.alternative"),
+                tuple(_record(Confusable, c, f"{at}.confusables[{j}]")
+                      for j, c in enumerate(_list(confusables, f"{at}.confusables"))))
+    return (names, tuple(families.values()),
+            tuple(_record(Page, p, f"generic[{i}]") for i, p in enumerate(_list(generic, "generic"))),
+            tuple(_record(Page, p, f"generic_templates[{i}]")
                   for i, p in enumerate(_list(templates, "generic_templates"))))
 
 
