@@ -1,7 +1,8 @@
 """``retrieval-lab``: one console script, one small module per subcommand in ``commands/``.
 
 Each command module defines ``HELP``, ``configure(parser)`` and ``run(args) -> int``
-and imports heavy libraries inside ``run`` so ``--help`` stays fast.
+and imports heavy libraries inside ``run`` so ``--help`` stays fast; what several
+commands share sits in ``commands/arguments.py``, never in another command.
 """
 
 from __future__ import annotations
