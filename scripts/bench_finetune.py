@@ -84,7 +84,7 @@ def ours(args: dict) -> dict:
                         {e.query_id: dataset.queries[e.query_id].text for e in examples},
                         {d: dataset.corpus[d].content(FIELDS) for d in docs})
     params = dataclasses.replace(load_params(ROOT / "params.yaml").train, epochs=args["epochs"],
-                                 positives_per_query="at least 1")
+                                 positives_per_query=1, positives_at_least=True)
     variant = params.variants["hard"]
     encoder = load(LOCK, "cpu")
     seconds, result = _bench.timed(lambda: fine_tune(encoder, data, params, variant.temperature, {},

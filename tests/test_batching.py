@@ -14,7 +14,6 @@ from retrieval_lab.batching import (
     epoch_batches,
     epoch_order,
     make_batch,
-    positives_rule,
     shard,
 )
 from retrieval_lab.core.data import load_dataset
@@ -92,14 +91,16 @@ def test_build_examples_checks_positives_per_query(tmp_path):
     examples = build_examples(_dataset(tmp_path), _records(), 2)
     assert examples == EXAMPLES
     three = _dataset(tmp_path / "three", ("c", "d", "b"))
-    assert build_examples(three, _records(q2=["b", "c", "d"]), "at least 1")[1].positives == ("b", "c", "d")
+    assert build_examples(three, _records(q2=["b", "c", "d"]), 1, at_least=True)[1].positives == ("b", "c", "d")
+    # q1 and q3 have 2 positives, q2 has 3: "at least 3" leaves out q1 and q3
+    with pytest.raises(InputError, match=r"2 training queries do not have at least 3 positives \(first: q1 has 2, q3 has 2\)"):
+        build_examples(three, _records(q2=["b", "c", "d"]), 3, at_least=True)
     with pytest.raises(InputError, match=r"1 training queries do not have exactly 2 positives \(first: q2 has 3\)"):
         build_examples(three, _records(q2=["b", "c", "d"]), 2)
     with pytest.raises(InputError, match=r"negatives.jsonl:2 field 'positives'.*differ from qrels/train.tsv"):
         build_examples(three, _records(), 2)
-    with pytest.raises(InputError, match="field 'train.positives_per_query': expected a count"):
-        build_examples(three, _records(), "two")
-    assert positives_rule("at least 1") == ("at least", 1) and positives_rule(2) == ("exactly", 2)
+    with pytest.raises(InputError, match="field 'train.positives_per_query': expected a count >= 1, got 0"):
+        build_examples(three, _records(), 0, at_least=True)
 
 
 def test_epoch_order_and_shards():

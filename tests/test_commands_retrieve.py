@@ -46,11 +46,11 @@ def test_errors_exit_2_and_name_the_problem(tmp_path, capsys):
     beir = _beir(tmp_path)
     out = str(tmp_path / "x.trec")
     assert run_command("retrieve", ["--retriever", "splade", "--dataset", str(beir), "--output", out]) == 2
-    assert "choices: bm25, dense, lsa" in capsys.readouterr().out
+    assert "choices: bm25, dense, lsa" in capsys.readouterr().err
     assert run_command("retrieve", ["--retriever", "bm25", "--embeddings", str(beir), "--output", out]) == 2
     assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--split", "val",
                                     "--output", out]) == 2
-    assert "val.tsv" in capsys.readouterr().out
+    assert "val.tsv" in capsys.readouterr().err
     assert not (tmp_path / "x.trec").exists()
 
 
@@ -77,4 +77,4 @@ def test_dense_embeddings_of_another_corpus_are_refused(tmp_path, capsys):
                      tmp_path / "emb")
     assert run_command("retrieve", ["--retriever", "dense", "--embeddings", str(tmp_path / "emb"),
                                     "--dataset", str(beir), "--output", str(tmp_path / "x.trec")]) == 2
-    assert "2 documents are not the 3" in capsys.readouterr().out
+    assert "2 documents are not the 3" in capsys.readouterr().err

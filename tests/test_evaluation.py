@@ -136,17 +136,17 @@ def test_eval_command_errors(tiny, tmp_path, capsys):
     bad = tmp_path / "bad.trec"
     bad.write_text("q1 Q0 d1 1 1.0 x\nq1 Q0 d2 2 oops x\n")
     assert run_command("eval", [str(qrels), str(bad), "-m", "RR"]) == 2
-    assert f"{bad}:2 field 'score'" in capsys.readouterr().out
+    assert f"{bad}:2 field 'score'" in capsys.readouterr().err
     other = tmp_path / "other.trec"
     other.write_text("zz Q0 d1 1 1.0 x\n")
     assert run_command("eval", [str(qrels), str(other), "-m", "RR"]) == 2
-    assert "shares no query with the qrels" in capsys.readouterr().out
+    assert "shares no query with the qrels" in capsys.readouterr().err
     assert run_command("eval", [str(qrels), str(run_path), "-m", "MRR@10"]) == 2
-    assert "unknown measure 'MRR@10' (valid: Success@k" in capsys.readouterr().out
+    assert "unknown measure 'MRR@10' (valid: Success@k" in capsys.readouterr().err
     badq = tmp_path / "q.tsv"
     badq.write_text("q1 0 d1\n")
     assert run_command("eval", [str(badq), str(run_path), "-m", "RR"]) == 2
-    assert f"{badq}:1" in capsys.readouterr().out
+    assert f"{badq}:1" in capsys.readouterr().err
 
 
 def test_scifact_qrels_against_trec_eval(scifact_dir):

@@ -194,3 +194,52 @@ def test_bm25_finds_the_default_data_neither_trivial_nor_hopeless():
     assert ndcg10(GenerateParams(difficulty=0.0)) > 0.8
     assert 0.4 < ndcg10(GenerateParams()) < 0.7
     assert ndcg10(GenerateParams(difficulty=1.0)) < 0.35
+
+
+def test_the_catalogue_is_package_data_the_wheel_ships():
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+
+    root = Path(gen.__file__).parent
+    patterns = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["retrieval_lab"]
+    data = [p.relative_to(root).as_posix() for p in root.rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc")]
+    assert gen.CATALOGUE in data
+    assert [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)] == []
+    # 20 components with two families each, three confusables per family (the checks' upper bounds)
+    assert (len(gen.COMPONENTS), len(gen.FAMILIES), len(gen.GENERIC), len(gen.GENERIC_TEMPLATES)) == (20, 40, 32, 4)
+
+
+GOOD_FAMILY = """
+      - id: f1
+        symptoms: [s1, s2]
+        paraphrases: [p1]
+        primary: {title: t1, steps: [a, b]}
+        alternative: {title: t2, steps: [c]}
+        confusables:
+          - {title: c1, text: x, cue: y}
+"""
+
+
+@pytest.mark.parametrize("family, field, reason", [
+    (GOOD_FAMILY.replace(", cue: y", ""), "components.dns.families[0].confusables[0]",
+     "expected the keys ['title', 'text', 'cue'], got ['text', 'title']"),
+    (GOOD_FAMILY.replace("[s1, s2]", "[]"), "components.dns.families[0].symptoms", "expected a non-empty list"),
+    (GOOD_FAMILY.replace("steps: [c]", "steps: [c, 3]"), "components.dns.families[0].alternative.steps[1]",
+     "expected a non-empty string, got 3"),
+    (GOOD_FAMILY.replace("text: x", "text: ''"), "components.dns.families[0].confusables[0].text",
+     "expected a non-empty string, got ''"),
+    (GOOD_FAMILY + GOOD_FAMILY.lstrip("\n"), "components.dns.families[1].id", "family id 'f1' used twice"),
+])
+def test_a_broken_catalogue_names_the_field(family, field, reason):
+    text = ("components:\n  dns:\n    name: DNS\n    families:" + family
+            + "generic: [{title: g, text: h}]\ngeneric_templates: [{title: '{name}', text: i}]\n")
+    names, families, generic, _ = gen.parse_catalogue(text.replace(family, GOOD_FAMILY))
+    assert names == {"dns": "DNS"} and families[0].alternative == gen.Procedure("t2", ("c",))
+    assert families[0].component == "dns" and generic == (gen.Page("g", "h"),)
+    with pytest.raises(InputError) as info:
+        gen.parse_catalogue(text)
+    assert (info.value.field, info.value.reason) == (field, reason)
+    assert str(info.value).startswith(f"{gen.CATALOGUE} field '{field}'")

@@ -139,3 +139,15 @@ def test_exercise_command_shows_the_sign_flip(capsys):
     assert "column 1: -0.032059 (pulled up) with the multi-positive mask, +0.236883 (pushed down)" in out
     # one relevant document only: nothing to flip, so the exercise refuses
     assert main(["exercise", "--positives", "0"]) == 2
+    assert "error: field '--positives': needs at least two columns" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["check-loss", "exercise"])
+def test_loss_commands_refuse_columns_outside_the_row(command, capsys):
+    from retrieval_lab.cli import main
+
+    # -1 would wrap around to the last column; 4 is past the end of a 4-column row
+    assert main([command, "--positives", "0,-1"]) == 2
+    assert "error: field '--positives': columns [-1] outside 0..3" in capsys.readouterr().err
+    assert main([command, "--scores", "1,2,3", "--positives", "0,3"]) == 2
+    assert "columns [3] outside 0..2" in capsys.readouterr().err

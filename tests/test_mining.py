@@ -207,3 +207,18 @@ def test_scifact_test_positives_planted_at_the_top_are_never_mined(scifact_dir):
     assert audit["queries"] == sum(1 for j in dataset.qrels["train"].values() if any(r > 0 for r in j.values()))
     # the pool ranks start after the planted documents: rank 1 is the first non-test document
     assert min(n["rank"] for r in records for n in r["negatives"]) == 1
+
+
+def test_read_strategy_finds_the_audit_write_mined_wrote(tmp_path, monkeypatch):
+    out = tmp_path / "mined"
+    mining.write_mined(out, [], {"strategy": "random"})
+    assert mining.read_strategy(out / mining.NEGATIVES_FILE) == "random"
+    # one name for the audit file: renaming it moves the reader with the writer
+    monkeypatch.setattr(mining, "AUDIT_FILE", "audit.json")
+    mining.write_mined(tmp_path / "renamed", [], {"strategy": "hard"})
+    assert sorted(p.name for p in (tmp_path / "renamed").iterdir()) == ["audit.json", "negatives.jsonl"]
+    assert mining.read_strategy(tmp_path / "renamed" / mining.NEGATIVES_FILE) == "hard"
+    assert mining.read_strategy(tmp_path / "elsewhere" / "negatives.jsonl") is None  # no audit: unknown
+    (tmp_path / "renamed" / "audit.json").write_text('{"strategy":\n  hard}')
+    with pytest.raises(InputError, match=r"audit\.json:2: malformed JSON"):
+        mining.read_strategy(tmp_path / "renamed" / mining.NEGATIVES_FILE)

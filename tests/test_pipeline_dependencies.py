@@ -3,8 +3,10 @@
 Each stage's code is derived from its ``cmd``: the console-script subcommand names its
 module under ``retrieval_lab.commands``; from there every ``import`` inside the package,
 at module level or inside a function, is followed transitively, plus the module a
-registry loads by name (``--retriever bm25`` -> ``retrievers/bm25.py``). A module is
-covered when a dependency is the module itself or a folder holding it. Package
+registry loads by name (``--retriever bm25`` -> ``retrievers/bm25.py``), plus the package
+data those modules read (a string constant naming a file beside the module, as
+``generate.CATALOGUE`` names ``generate_catalogue.yaml``). A file is covered when a
+dependency is the file itself or a folder holding it. Package
 ``__init__.py`` files that hold nothing but a docstring and constants cannot change an
 output and are not required. ``cli.py`` (the dispatcher: parse, run, map errors to an
 exit code) is not a stage's code either.
@@ -13,6 +15,7 @@ exit code) is not a stage's code either.
 from __future__ import annotations
 
 import ast
+import re
 import shlex
 import shutil
 from pathlib import Path
@@ -54,6 +57,18 @@ def _imports(name: str) -> set[str]:
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)  # `from . import stats`
     return {m for m in found if m.split(".")[0] == PACKAGE and module_file(m) is not None}
+
+
+def _data_files(name: str) -> set[Path]:
+    """Package data ``name`` reads: string constants that name a non-Python file beside it."""
+    path = module_file(name)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and re.fullmatch(r"[\w-]+(/[\w-]+)*\.\w+", node.value) and not node.value.endswith(".py")
+                and (path.parent / node.value).is_file()):
+            found.add(path.parent / node.value)
+    return found
 
 
 def _parents(name: str) -> list[str]:
@@ -98,8 +113,10 @@ def stage_code(cmd: str) -> set[str]:
     for (name, flag), module_of in DISPATCH.items():
         if command == name and flag in argv:
             roots.append(module_of(argv[argv.index(flag) + 1]))
-    files = {module_file(m) for m in import_closure(roots)}
-    return {str(f.relative_to(REPO)) for f in files if not _inert(f)}
+    modules = import_closure(roots)
+    files = {module_file(m) for m in modules if not _inert(module_file(m))}
+    files |= {f for m in modules for f in _data_files(m)}
+    return {str(f.relative_to(REPO)) for f in files}
 
 
 def resolved_stages(root: Path) -> dict[str, tuple[str, list[str]]]:
@@ -137,6 +154,13 @@ def test_the_closure_follows_function_level_imports_and_registries():
     assert "src/retrieval_lab/fusion/rrf.py" in stage_code("retrieval-lab fuse --method rrf --runs a b --output o")
 
 
+def test_the_package_data_a_stage_reads_is_its_code():
+    # generate.py reads its catalogue through importlib.resources, not an import
+    code = stage_code("retrieval-lab generate --output o")
+    assert {"src/retrieval_lab/generate.py", "src/retrieval_lab/generate_catalogue.yaml"} <= code
+    assert not any(f.endswith(".yaml") for f in stage_code("retrieval-lab prepare --raw r --output o"))
+
+
 @pytest.fixture
 def pipeline_copy(tmp_path) -> Path:
     """dvc.yaml and params.yaml in a scratch DVC project (no git), enough to resolve stages."""
@@ -156,3 +180,19 @@ def test_a_removed_dependency_is_named(pipeline_copy):
     missing = uncovered(pipeline_copy)
     assert "evaluate@bm25: src/retrieval_lab/runs.py" in missing
     assert all(line.endswith("src/retrieval_lab/runs.py") and line.startswith("evaluate@") for line in missing)
+    pipeline["stages"]["generate"]["deps"].remove("src/retrieval_lab/generate_catalogue.yaml")
+    path.write_text(yaml.safe_dump(pipeline, sort_keys=False), encoding="utf-8")
+    assert "generate: src/retrieval_lab/generate_catalogue.yaml" in uncovered(pipeline_copy)
+
+
+def test_mine_source_chooses_the_run_that_is_mined(pipeline_copy):
+    params = pipeline_copy / "params.yaml"
+    stages = resolved_stages(pipeline_copy)
+    assert yaml.safe_load(params.read_text(encoding="utf-8"))["mine"]["source"] == "dense"
+    assert "--run runs/support/dense.trec" in stages["mine@hard"][0]
+    data = yaml.safe_load(params.read_text(encoding="utf-8"))
+    data["mine"]["source"] = "bm25"
+    params.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    cmd, deps = resolved_stages(pipeline_copy)["mine@random"]
+    assert "--run runs/support/bm25.trec" in cmd and "runs/support/bm25.trec" in deps
+    assert not any("dense" in dep for dep in deps)

@@ -348,6 +348,18 @@ def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
     assert runs[None][0]["train"]["max_grad_norm"] is None and runs[1e-9][0]["train"]["max_grad_norm"] == 1e-9
 
 
+def test_the_positives_rule_keeps_its_one_value_fingerprint():
+    # training.json and checkpoints written when the rule was one field (2 or "at least 1") still
+    # match: the default's fingerprint has the same keys and values as before the split
+    data = training.TrainingData([], {}, {}, {})
+    train = fingerprint("x", TrainParams(epochs=3), "hard", VARIANT, data)["train"]
+    assert list(train) == ["seed", "epochs", "max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay",
+                           "max_grad_norm", "max_seq_length", "positives_per_query"]
+    assert train["positives_per_query"] == 2
+    at_least = TrainParams(positives_per_query=1, positives_at_least=True)
+    assert fingerprint("x", at_least, "hard", VARIANT, data)["train"]["positives_per_query"] == "at least 1"
+
+
 def test_dense_means_ranks_by_dot_product():
     vectors = {"q1": [1.0, 0.0], "q2": [0.0, 1.0], "a": [0.9, 0.1], "b": [0.2, 0.8], "c": [0.6, 0.4]}
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -36,26 +34,18 @@ class Batch:
     positive_mask: torch.Tensor  # B x D bool
 
 
-def positives_rule(value: int | str) -> tuple[str, int]:
-    """``2`` -> ("exactly", 2); ``"at least 1"`` -> ("at least", 1)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return "exactly", value
-    match = re.fullmatch(r"\s*at least\s+(\d+)\s*", value) if isinstance(value, str) else None
-    if match and int(match.group(1)) >= 1:
-        return "at least", int(match.group(1))
-    raise InputError(f"expected a count >= 1 or 'at least N', got {value!r}", field="train.positives_per_query")
-
-
-def build_examples(dataset: Dataset, records: list[dict], positives_per_query: int | str,
+def build_examples(dataset: Dataset, records: list[dict], positives_per_query: int, at_least: bool = False,
                    source: str = "negatives.jsonl") -> list[Example]:
     """Join mined records with the dataset's train qrels, checking every query's positives.
 
     Positives come from ``qrels/train.tsv`` (the file's list must agree with it);
-    each query must satisfy ``positives_per_query``, else one error lists the
-    offenders. Examples are sorted by query id, so the data order depends only on
-    the seed.
+    each query must have exactly ``positives_per_query`` of them (at least, with
+    ``at_least``), else one error lists the offenders. Examples are sorted by
+    query id, so the data order depends only on the seed.
     """
-    kind, n = positives_rule(positives_per_query)
+    if positives_per_query < 1:
+        raise InputError(f"expected a count >= 1, got {positives_per_query}", field="train.positives_per_query")
+    kind, n = ("at least" if at_least else "exactly"), positives_per_query
     train = dataset.qrels.get("train", {})
     examples, offenders = [], []
     for record in records:
@@ -120,14 +110,3 @@ def shard(n: int, world: int, rank: int) -> tuple[int, int]:
     base, extra = divmod(n, world)
     start = rank * base + min(rank, extra)
     return start, start + base + (1 if rank < extra else 0)
-
-
-def read_strategy(negatives_path: str | Path) -> str | None:
-    """The mining strategy recorded in the mining-audit.json beside a negatives file (None if absent)."""
-    audit = Path(negatives_path).with_name("mining-audit.json")
-    if not audit.is_file():
-        return None
-    try:
-        return json.loads(audit.read_text(encoding="utf-8")).get("strategy")
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON ({exc.msg})", str(audit), exc.lineno) from None

@@ -1,46 +1,77 @@
 """``retrieval-lab``: one console script, one small module per subcommand in ``commands/``.
 
 Each command module defines ``HELP``, ``configure(parser)`` and ``run(args) -> int``
-and imports heavy libraries inside ``run`` so ``--help`` stays fast.
+and imports heavy libraries inside ``run`` so ``--help`` stays fast; what several
+commands share sits in ``commands/arguments.py``, never in another command.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import shutil
 import sys
+import textwrap
 
 from .core.errors import InputError
 
-# subcommand name -> module under retrieval_lab.commands
-COMMANDS = {
-    "encode": "encode",
-    "retrieve": "retrieve",
-    "fuse": "fuse",
-    "generate": "generate",
-    "prepare": "prepare",
-    "check-loss": "check_loss",
-    "exercise": "exercise",
-    "mine": "mine",
-    "train": "train",
-    "compare-resume": "compare_resume",
-    "eval": "eval",
-    "evaluate": "evaluate",
-    "compare": "compare",
-    "pool": "pool",
-    "report": "report",
-    "inspect-embeddings": "inspect_embeddings",
+# --help lists the commands in these groups: what dvc.yaml runs apart from the tools around it.
+# group title -> {subcommand: module under retrieval_lab.commands}
+GROUPS: dict[str, dict[str, str]] = {
+    "pipeline stages (dvc.yaml runs these)": {
+        "generate": "generate",
+        "prepare": "prepare",
+        "encode": "encode",
+        "retrieve": "retrieve",
+        "fuse": "fuse",
+        "mine": "mine",
+        "train": "train",
+        "evaluate": "evaluate",
+        "compare": "compare",
+    },
+    "tools for runs, judgments and models": {
+        "eval": "eval",
+        "pool": "pool",
+        "report": "report",
+        "inspect-embeddings": "inspect_embeddings",
+    },
+    "teaching and checking": {
+        "check-loss": "check_loss",
+        "exercise": "exercise",
+        "compare-resume": "compare_resume",
+    },
 }
+COMMANDS = {name: module for group in GROUPS.values() for name, module in group.items()}
+DESCRIPTION = "Measure text retrievers and fine-tune an embedding model, reproducibly (a DVC pipeline)."
+
+
+def _listing(helps: dict[str, str], width: int) -> str:
+    """``name      help`` rows wrapped like argparse's own command list (argparse indents them by 2)."""
+    column = 20
+    rows = []
+    for name, text in helps.items():
+        lines = textwrap.wrap(text, max(width - 2 - column, 20))
+        first = f"{name:<{column}}" if len(name) <= column - 2 else name + "\n" + " " * column
+        rows.append(first + lines[0] + "".join("\n" + " " * column + line for line in lines[1:]))
+    return "\n".join(rows)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="retrieval-lab", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, module_name in COMMANDS.items():
-        module = importlib.import_module(f"retrieval_lab.commands.{module_name}")
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
-        module.configure(command)
-        command.set_defaults(_run=module.run)
+    parser = argparse.ArgumentParser(prog="retrieval-lab", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
+                                help="one of the commands below; retrieval-lab COMMAND --help for its options")
+    width = shutil.get_terminal_size().columns - 2  # as argparse wraps its own help
+    for title, commands in GROUPS.items():
+        helps = {}
+        for name, module_name in commands.items():
+            module = importlib.import_module(f"retrieval_lab.commands.{module_name}")
+            # no help=: argparse would list every command in one block; the groups list them instead
+            command = sub.add_parser(name, description=module.HELP)
+            module.configure(command)
+            command.set_defaults(_run=module.run)
+            helps[name] = module.HELP
+        parser.add_argument_group(title, _listing(helps, width))
     return parser
 
 

@@ -196,6 +196,17 @@ def read_negatives(path: str | Path) -> list[dict]:
     return records
 
 
+def read_strategy(negatives_path: str | Path) -> str | None:
+    """The strategy recorded in the audit beside a negatives file (None without an audit)."""
+    audit = Path(negatives_path).with_name(AUDIT_FILE)
+    if not audit.is_file():
+        return None
+    try:
+        return json.loads(audit.read_text(encoding="utf-8")).get("strategy")
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON ({exc.msg})", str(audit), exc.lineno) from None
+
+
 def write_mined(out_dir: str | Path, records: list[dict], audit: dict) -> None:
     """``negatives.jsonl`` + ``mining-audit.json``, renamed into place together."""
     with atomic_path(out_dir, is_dir=True) as tmp:

@@ -48,7 +48,6 @@ from .batching import (
     epoch_batches,
     examples_digest,
     make_batch,
-    read_strategy,
     shard,
 )
 from .core.atomic import atomic_path, write_json
@@ -56,7 +55,7 @@ from .core.config import DenseParams, Params, TrainParams, TrainVariant
 from .core.data import Dataset
 from .core.errors import InputError
 from .losses import multi_positive_nce
-from .mining import annotated_positives, read_negatives
+from .mining import annotated_positives, read_negatives, read_strategy
 
 LOSS_NAME = "multi_positive_nce"
 STATE_KEYS = ("format", "fingerprint", "model", "optimizer", "scheduler", "step", "epoch", "position",
@@ -76,10 +75,10 @@ class TrainingData:
     doc_texts: dict[str, str]
 
 
-def training_data(dataset: Dataset, negatives: str | Path, positives_per_query: int | str,
-                  fields: list[str]) -> TrainingData:
+def training_data(dataset: Dataset, negatives: str | Path, positives_per_query: int, fields: list[str],
+                  at_least: bool = False) -> TrainingData:
     records = read_negatives(negatives)
-    examples = build_examples(dataset, records, positives_per_query, str(negatives))
+    examples = build_examples(dataset, records, positives_per_query, at_least, str(negatives))
     docs = {d for e in examples for d in (*e.positives, *e.negatives)}
     return TrainingData(examples, annotated_positives(dataset),
                         {e.query_id: dataset.queries[e.query_id].text for e in examples},
@@ -218,7 +217,12 @@ def weights_digest(model: torch.nn.Module) -> str:
 def fingerprint(model_digest: str, params: TrainParams, variant_name: str, variant: TrainVariant,
                 data: TrainingData, world: int = 1) -> dict:
     """What must match for a checkpoint to continue this run (validate_every does not change training)."""
-    train = {k: v for k, v in dataclasses.asdict(params).items() if k not in ("variants", "validate_every")}
+    train = {k: v for k, v in dataclasses.asdict(params).items()
+             if k not in ("variants", "validate_every", "positives_at_least")}
+    # The positives rule as one value, spelled as before it had two fields: checkpoints and
+    # training.json written then still match, and the default's bytes do not change.
+    if params.positives_at_least:
+        train["positives_per_query"] = f"at least {params.positives_per_query}"
     return {
         "model": {"weights_sha256": model_digest},
         "data": {"examples_sha256": examples_digest(data.examples), "examples": len(data.examples)},
@@ -526,7 +530,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     dist_info, device = init_distributed(params.dense.device)
     dataset = load_dataset(dataset_dir)
     fields = list(params.retrieve.fields)
-    data = training_data(dataset, negatives, train.positives_per_query, fields)
+    data = training_data(dataset, negatives, train.positives_per_query, fields, train.positives_at_least)
     encoder = load(params.dense.lock, device)
     fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)
     if stop_after is not None and checkpoint is None:

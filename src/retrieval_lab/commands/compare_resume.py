@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
                                 max_seq_length=args.max_length)
     variant = variant_of(train, args.variant)
     dataset = load_dataset(args.dataset)
-    data = training_data(dataset, args.negatives, train.positives_per_query, list(params.retrieve.fields))
+    data = training_data(dataset, args.negatives, train.positives_per_query, list(params.retrieve.fields),
+                         train.positives_at_least)
     with tempfile.TemporaryDirectory(prefix="compare-resume-") as work:
         report = compare_resume(lambda: load(params.dense.lock, args.device), data, train, args.variant, variant,
                                 args.stop_after or args.steps // 2, work)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from .check_loss import _floats, _ints, _row
+from ..core.errors import InputError
+from .arguments import check_columns, comma_floats, comma_ints, signed_row
 
 HELP = "show a second positive's gradient flip sign (pushed down) under a diagonal-style mask"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scores", type=_floats, default=[2.0, 1.0, 0.0, -1.0],
+    parser.add_argument("--scores", type=comma_floats, default=[2.0, 1.0, 0.0, -1.0],
                         help="one row of scores, comma-separated (default: 2,1,0,-1)")
-    parser.add_argument("--positives", type=_ints, default=[0, 1],
+    parser.add_argument("--positives", type=comma_ints, default=[0, 1],
                         help="positive columns; the diagonal mask keeps only the first (default: 0,1)")
 
 
@@ -22,15 +23,15 @@ def run(args: argparse.Namespace) -> int:
     from ..losses import mask_comparison
 
     if len(args.positives) < 2:
-        print("error: --positives needs at least two columns to show the effect")
-        return 2
+        raise InputError("needs at least two columns to show the effect", field="--positives")
+    check_columns(args.positives, len(args.scores))
     out = mask_comparison(torch.tensor(args.scores), args.positives)
-    print(f"scores {_row(args.scores)}; relevant documents: columns {args.positives}")
+    print(f"scores {signed_row(args.scores)}; relevant documents: columns {args.positives}")
     print("d loss / d score (gradient descent moves each score against its sign):")
     for name in ("multi_positive", "diagonal"):
         part = out[name]
         print(f"  {name:15s} positives {part['positives']!s:8s} loss {part['loss']:.6f} "
-              f"gradient {_row(part['gradient'])}")
+              f"gradient {signed_row(part['gradient'])}")
     for j in args.positives[1:]:
         m, d = out["multi_positive"]["gradient"][j], out["diagonal"]["gradient"][j]
         print(f"  column {j}: {m:+.6f} (pulled up) with the multi-positive mask, "

@@ -91,7 +91,7 @@ class FusionParams:
 @dataclass(frozen=True)
 class MineParams:
     seed: int = 11
-    source: str = "dense"  # the run whose ranking is mined
+    source: str = "dense"  # the retriever whose run is mined (dvc.yaml: runs/<dataset>/<source>.trec)
     count: int = 1
     range_min: int = 4
     range_max: int = 13
@@ -115,7 +115,8 @@ class TrainParams:
     weight_decay: float = 0.01
     max_grad_norm: float | None = None  # clip the global gradient norm (sentence-transformers uses 1.0); null: off
     max_seq_length: int = 256
-    positives_per_query: int | str = 2  # an exact count, or "at least 1"
+    positives_per_query: int = 2  # annotated positives every training query must have ...
+    positives_at_least: bool = False  # ... at least (true) or exactly (false) that many
     validate_every: int = 0  # steps; 0 = once per epoch
     variants: dict[str, TrainVariant] = field(default_factory=lambda: {
         "hard": TrainVariant("hard", 0.05),
