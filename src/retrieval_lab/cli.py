@@ -27,6 +27,7 @@ COMMANDS = {
     "eval": "eval",
     "evaluate": "evaluate",
     "compare": "compare",
+    "compare-runs": "compare_runs",
     "pool": "pool",
     "report": "report",
     "inspect-embeddings": "inspect_embeddings",
