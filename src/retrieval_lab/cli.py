@@ -30,6 +30,7 @@ COMMANDS = {
     "compare-runs": "compare_runs",
     "pool": "pool",
     "report": "report",
+    "pr-comment": "pr_comment",
     "inspect-embeddings": "inspect_embeddings",
 }
 

@@ -84,7 +84,9 @@ def is_measure_field(name: str) -> bool:
 
 
 def _number(x) -> str:
-    return f"{x:.4f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+    if not isinstance(x, float):
+        return str(x)  # counts stay counts
+    return f"{x:.4f}"
 
 
 def changed_fields(diff: dict) -> tuple[list[tuple], list[tuple]]:
@@ -230,12 +232,16 @@ def _named(items: list[tuple[str, str, dict]]) -> str:
     return "; ".join(f"{name} {m} {row['mean_difference']:+.4f} {_interval(row)}" for name, m, row in items)
 
 
+def _below(tolerance: float) -> str:
+    return "0" if tolerance == 0 else f"-{tolerance:g}"
+
+
 def verdict_line(changed: int, total: int, regressions: list, worse: list, better: list,
                  tolerance: float) -> str:
     """The report's first line: what the gate decided and why, in one sentence."""
     if regressions:
         return (f"**Regression**: {len(regressions)} measure(s) with the whole interval below "
-                f"-{tolerance:g}: {_named(regressions)}.")
+                f"{_below(tolerance)}: {_named(regressions)}.")
     if changed == 0:
         return f"**No change**: all {total} retrievers have identical per-query results at both revisions."
     parts = []
@@ -320,7 +326,7 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
             lines.append(f"{status.capitalize()} (not compared): {', '.join(gone)}.")
     crossed = ", ".join(f"{n} {m}" for n, m, _ in regressions) or "none"
     lines += ["", (f"Gate (`--fail-on-regression`, tolerance {tolerance:g}): fails when a difference's whole "
-                  f"interval lies below -{tolerance:g}. Crossed: {crossed}.")]
+                  f"interval lies below {_below(tolerance)}. Crossed: {crossed}.")]
     lines += rough_tail_note([row for row in rows if row is not None], header)
 
     if judged:

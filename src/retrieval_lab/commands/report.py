@@ -32,5 +32,5 @@ def run(args: argparse.Namespace) -> int:
           f"{len(result['unchanged'])} unchanged, {len(result['plots'])} plots)")
     for r in result["regressions"]:
         print(f"REGRESSION: {r['retriever']} {r['measure']} {r['mean_difference']:+.4f} "
-              f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] is entirely below -{args.tolerance:g}")
+              f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] lies entirely below {(-args.tolerance or 0.0):g}")
     return 1 if args.fail_on_regression and result["regressions"] else 0
