@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 from command_runner import run_command
 
@@ -102,3 +103,25 @@ def test_compare_command(tmp_path, capsys):
     assert saved["resamples"] == 500 and saved["seed"] == 3 and saved["family_size"] == 2
     assert saved["pairs"]["a vs b"]["verdict"] == "candidate better"
     assert (root / "compare.md").read_text() == capsys.readouterr().out
+
+
+def test_markdown_refuses_a_compare_json_from_before_the_rule():
+    old = {"measure": "nDCG@10", "ci_level": 0.95, "pairs": {}}
+    with pytest.raises(InputError, match="before simultaneous intervals: rerun the compare stage"):
+        to_markdown(old)
+
+
+def test_property_every_verdict_agrees_with_its_adjusted_p():
+    rng = np.random.default_rng(16)
+    for case in range(150):
+        n, m = int(rng.integers(2, 60)), int(rng.integers(1, 8))
+        items = []
+        for _ in range(m):
+            base = rng.random(n)
+            cand = np.clip(base + rng.normal(rng.normal(0, 0.05), 0.2, n) * (rng.random(n) < 0.4), 0, 1)
+            items.append(({f"q{i}": v for i, v in enumerate(base)}, {f"q{i}": v for i, v in enumerate(cand)}))
+        level = float(rng.choice([0.9, 0.95, 0.99]))
+        for row in compare_family(items, level, resamples=int(rng.integers(100, 1500)), seed=case):
+            significant = row["verdict"] != "no significant difference"
+            assert (row["p_adjusted"] <= 1 - level) == significant, (case, row)
+            assert significant == (row["ci_low"] > 0 or row["ci_high"] < 0)

@@ -157,6 +157,9 @@ def rough_tail_note(rows, header: dict) -> list[str]:
 
 
 def to_markdown(result: dict) -> str:
+    if "family_size" not in result:  # written before the one rule: its p and intervals may disagree
+        raise InputError("a compare.json from before simultaneous intervals: rerun the compare stage",
+                         field="family_size")
     m, level = result["measure"], result["family_level"]
     lines = [f"# Paired comparison on {m}", "",
              ("Difference = candidate - baseline over the queries both were evaluated on; "
