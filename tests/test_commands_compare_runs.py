@@ -29,7 +29,7 @@ def files(tmp_path):
     base = run_file(tmp_path / "base.trec", [1, 1, 1, 2, 2, 2])
     head = run_file(tmp_path / "head.trec", [1, 1, 1, 1, 1, None])
     params = tmp_path / "params.yaml"
-    params.write_text("evaluate:\n  resamples: 3000\n  seed: 4\n")
+    params.write_text("evaluate:\n  permutations: 3000\n  seed: 4\n")
     return str(tmp_path / "qrels.txt"), base, head, str(params)
 
 
@@ -38,7 +38,7 @@ def test_json_by_hand(files, capsys):
     assert run_command("compare_runs", [qrels, base, head, "-m", "Success@1", "-m", "RR@10", "--json",
                                         "--params", params]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert (out["adjustment"], out["family_size"], out["resamples"], out["seed"]) == ("bonferroni", 2, 3000, 4)
+    assert (out["adjustment"], out["family_size"], out["permutations"], out["seed"]) == ("bonferroni", 2, 3000, 4)
     s1, rr = out["measures"]["Success@1"], out["measures"]["RR@10"]
     assert (s1["baseline_mean"], s1["candidate_mean"]) == pytest.approx((0.5, 5 / 6))
     assert s1["mean_difference"] == pytest.approx(1 / 3) and (s1["wins"], s1["ties"], s1["losses"]) == (2, 4, 0)
@@ -46,9 +46,12 @@ def test_json_by_hand(files, capsys):
     assert rr["mean_difference"] == pytest.approx(1 / 12) and (rr["wins"], rr["ties"], rr["losses"]) == (2, 3, 1)
     for row in (s1, rr):  # the one rule: the verdict follows the interval, and p agrees with it
         assert (row["p_adjusted"] <= 0.05) == (row["ci_low"] > 0 or row["ci_high"] < 0)
-    # Success@1: differences (0,0,0,1,1,0); a resample mean <= 0 needs no draw of q3 or q4: (4/6)^6 = 0.088;
-    # p = min(1, 2 comparisons * 2 * 0.088) = 0.35: not significant at 6 queries, and the MDE says why
-    assert s1["p_adjusted"] == pytest.approx(2 * 2 * (4 / 6) ** 6, abs=0.05)
+    # Success@1: differences (0,0,0,1,1,0); |sum of signed d| reaches 2 only when q3 and q4 share a
+    # sign: exact p = 1/2, adjusted min(1, 2 * 1/2) = 1 (sampled: near it). Six queries cannot show anything at 97.5%
+    # (the smallest exact p, 2 / 64, is above 0.025): the interval is the whole line and the MDE says why
+    assert abs(s1["p_value"] - 0.5) < 4 * (0.25 / 3000) ** 0.5
+    assert s1["p_adjusted"] == pytest.approx(min(1.0, 2 * s1["p_value"])) and s1["p_adjusted"] > 0.9
+    assert (s1["ci_low"], s1["ci_high"]) == (float("-inf"), float("inf"))
     assert s1["verdict"] == "no significant difference" and s1["mde"] > s1["mean_difference"]
 
 

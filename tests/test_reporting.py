@@ -77,7 +77,7 @@ def _dvc_yaml() -> dict:
 
 
 PARAMS = {"dataset": "toy", "retrieve": {"depth": 20},
-          "evaluate": {"measures": ["nDCG@10", "R@100", "RR@10", "Judged@10"], "resamples": 4000, "seed": 5},
+          "evaluate": {"measures": ["nDCG@10", "R@100", "RR@10", "Judged@10"], "permutations": 4000, "seed": 5},
           "compare": {"pairs": [["dense", "bm25"]], "measure": "nDCG@10", "key_measures": ["R@100", "RR@10"]},
           "train": {"variants": {}}}
 
@@ -145,7 +145,7 @@ def test_gate_fails_on_a_planted_regression(repo, tmp_path, capsys):
     assert "1.0000 → 1.0000<br>+0.0000 [+0.0000, +0.0000]" in row  # R@100: still found at rank 15
     assert row.endswith("| worse on nDCG@10, RR@10 |")
     # three comparisons (one changed retriever x three key measures): 98.33% each
-    assert "95% simultaneous intervals across the 3 comparisons in this table (Bonferroni: a 98.33%" in report
+    assert "95% simultaneous intervals across the 3 comparisons in this table (Bonferroni: 98.33% each)" in report
     out = capsys.readouterr().out
     assert "REGRESSION: bm25 nDCG@10 -0.3000" in out
     # what broke: the 12 losers by the head run's diagnosis; queries 0, 3, 6, ... 33: even ones share

@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import numpy as np
@@ -6,55 +7,77 @@ import pytest
 from retrieval_lab import stats
 
 
+def exact_p_by_enumeration(d, delta=0.0):
+    """Independent reference: the sign-flip test of d - delta over every sign assignment, plain Python."""
+    x = [v - delta for v in d]
+    observed = abs(sum(x))
+    hits = sum(abs(sum(s * v for s, v in zip(signs, x))) >= observed - 1e-12
+               for signs in itertools.product([-1, 1], repeat=len(x)))
+    return hits / 2 ** len(x)
+
+
 def test_comparison_is_reproducible_for_a_fixed_seed():
     rng = np.random.default_rng(0)
     a, b = rng.random(50), rng.random(50)
-    first = stats.paired_comparison(a, b, resamples=500, seed=3)
-    assert stats.paired_comparison(a, b, resamples=500, seed=3) == first
-    assert stats.paired_comparison(a, b, resamples=500, seed=4) != first
+    first = stats.paired_comparison(a, b, permutations=500, seed=3)
+    assert stats.paired_comparison(a, b, permutations=500, seed=3) == first
+    assert stats.paired_comparison(a, b, permutations=500, seed=4) != first
 
 
-def test_interval_contains_the_true_difference_and_has_the_normal_width():
-    # differences 0.1 +- 0.05 alternating: the true (and sample) mean difference is 0.1
-    base = np.linspace(0.2, 0.6, 40)
-    cand = base + 0.1 + np.where(np.arange(40) % 2 == 0, 0.05, -0.05)
-    c = stats.paired_comparison(base, cand, family_size=1, family_level=0.95, resamples=20000, seed=1)
-    assert c.mean_difference == pytest.approx(0.1, abs=1e-12)
-    assert c.low < 0.1 < c.high and c.low > 0
-    # width vs the normal approximation 2 * 1.96 * sd / sqrt(n), sd = 0.05 (population): 0.031
-    assert c.high - c.low == pytest.approx(2 * 1.96 * 0.05 / np.sqrt(40), rel=0.1)
-    # five comparisons: Bonferroni level 1 - 0.05 / 5 = 0.99, z = 2.576 -> width 2 * 2.576 * 0.05 / sqrt(40) = 0.041
-    c5 = stats.paired_comparison(base, cand, family_size=5, family_level=0.95, resamples=20000, seed=1)
-    assert c5.level == pytest.approx(0.99)
-    assert c5.high - c5.low == pytest.approx(2 * 2.576 * 0.05 / np.sqrt(40), rel=0.1)
-    assert c5.low <= c.low and c5.high >= c.high  # same resamples, wider cut
+def test_p_by_hand():
+    # d = (1, 1, 1, 1): only all-plus and all-minus reach |sum| = 4 -> exact p = 2 / 16; sampled
+    # p = (1 + hits) / (1 + P) with hits ~ Binomial(P, 1/8)
+    c = stats.paired_comparison([0] * 4, [1] * 4, permutations=20000, seed=1)
+    assert abs(c.p_value - 0.125) < 4 * math.sqrt(0.125 * 0.875 / 20000)
+    # d = (1, -1): every assignment has |sum| >= 0 -> p = 1
+    assert stats.paired_comparison([0, 1], [1, 0], permutations=100).p_value == 1.0
 
 
-def test_constant_difference_gives_a_point_interval_and_p_zero():
-    c = stats.paired_comparison([0.0, 0.5, 1.0], [0.2, 0.7, 1.2], family_size=4, resamples=100, seed=0)
+def test_p_matches_exact_enumeration():
+    d = [0.3, 0.1, -0.05, 0.2, 0.25, 0.0, 0.15, -0.1, 0.4, 0.05]
+    reference = exact_p_by_enumeration(d)
+    assert 0.005 < reference < 0.2  # a case where the p-value is informative
+    c = stats.paired_comparison(np.zeros(10), d, family_size=3, permutations=40000, seed=2)
+    assert abs(c.p_value - reference) < 4 * math.sqrt(reference * (1 - reference) / 40000)
+    assert c.p_adjusted == pytest.approx(min(1.0, 3 * c.p_value))
+
+
+def test_interval_is_the_set_of_shifts_the_test_does_not_reject():
+    # Independent of the bracket arithmetic: the exact test of d - delta (every sign assignment)
+    # rejects just outside the interval ends and not just inside them.
+    rng = np.random.default_rng(3)
+    d = rng.normal(0.1, 0.2, 12)
+    level, family = 0.95, 2  # 97.5% each
+    c = stats.paired_comparison(np.zeros(12), d, family, level, permutations=40000, seed=5)
+    alpha = (1 - level) / family
+    assert c.low < d.mean() < c.high
+    for end, inward in ((c.low, 1), (c.high, -1)):
+        # with 2^12 = 4096 assignments the sampled test's ends match the exact test's within its steps;
+        # 0.01 from the end the exact p is clearly on either side of alpha
+        assert exact_p_by_enumeration(d, end + inward * 0.01) > alpha
+        assert exact_p_by_enumeration(d, end - inward * 0.01) <= alpha
+
+
+def test_constant_difference_gives_a_point_interval():
+    # twelve queries all +0.2: every split of them has both subset means 0.2, except the 2 / 4096
+    # one-sided assignments, which bracket everything
+    c = stats.paired_comparison(np.zeros(12), np.full(12, 0.2), permutations=2000, seed=0)
     assert (c.low, c.high) == pytest.approx((0.2, 0.2))
-    assert c.p_value == 0 and c.p_adjusted == 0 and c.excludes_zero
+    assert c.excludes_zero and c.p_value < 0.01
     assert c.mde == pytest.approx(0.0, abs=1e-12)  # no spread: any true difference would show
 
 
 def test_identical_runs_never_differ():
-    c = stats.paired_comparison([0.3, 0.5, 0.1], [0.3, 0.5, 0.1], family_size=2, resamples=200)
+    same = np.linspace(0.1, 0.9, 12)
+    c = stats.paired_comparison(same, same, family_size=2, permutations=2000)
     assert (c.low, c.high, c.mean_difference) == (0.0, 0.0, 0.0)
     assert c.p_value == 1.0 and c.p_adjusted == 1.0 and not c.excludes_zero
 
 
-def test_bootstrap_p_against_the_binomial():
-    # d = nine queries at +0.1 and one at -0.1. A resample holding K copies of the loser has mean
-    # 0.01 * (10 - 2K), <= 0 iff K >= 5, K ~ Binomial(10, 0.1); no resample mean is exactly 0 with
-    # K < 5, so p = 2 * P(K >= 5) (the two-sided far-side share).
-    tail = sum(math.comb(10, k) * 0.1 ** k * 0.9 ** (10 - k) for k in range(5, 11))  # 0.0016349
-    d = np.array([0.1] * 9 + [-0.1])
-    resamples = 200_000
-    c = stats.paired_comparison(np.zeros(10), d, family_size=3, resamples=resamples, seed=7)
-    se = 2 * math.sqrt(tail * (1 - tail) / resamples)
-    assert abs(c.p_value - 2 * tail) < 4 * se
-    assert c.p_adjusted == pytest.approx(min(1.0, 3 * c.p_value))  # Bonferroni over 3: ~0.0098 <= 0.05
-    assert c.excludes_zero and c.low > 0
+def test_too_few_queries_can_never_differ():
+    # six queries: the smallest exact p is 2 / 64 = 0.031 > 0.05 / 2, so at 97.5% nothing is rejected
+    c = stats.paired_comparison(np.zeros(6), np.ones(6), family_size=2, permutations=10000, seed=0)
+    assert (c.low, c.high) == (-np.inf, np.inf) and not c.excludes_zero and c.p_adjusted > 0.05
 
 
 def test_minimum_detectable_effect_by_hand():
@@ -94,36 +117,62 @@ def _random_case(rng):
 def test_property_adjusted_p_and_interval_never_disagree():
     rng = np.random.default_rng(2026)
     outcomes = set()
+    boundary = 0
     for case in range(600):
         base, cand = _random_case(rng)
         family = int(rng.integers(1, 30))
         level = float(rng.choice([0.8, 0.9, 0.95, 0.99, rng.uniform(0.5, 0.999)]))
-        resamples = int(rng.choice([20, 99, 500, 2000, int(rng.integers(2, 3000))]))
-        c = stats.paired_comparison(base, cand, family, level, resamples, seed=case)
+        permutations = int(rng.choice([20, 99, 500, 2000, int(rng.integers(1, 3000))]))
+        c = stats.paired_comparison(base, cand, family, level, permutations, seed=case)
         alpha = 1 - level
         assert (c.p_adjusted <= alpha) == c.excludes_zero, (case, c)
         assert c.low <= c.high
         assert c.p_adjusted == pytest.approx(min(1.0, family * c.p_value), rel=1e-12)
         # a wider family never turns a non-significant comparison into a significant one
-        wider = stats.paired_comparison(base, cand, family + 5, level, resamples, seed=case)
+        wider = stats.paired_comparison(base, cand, family + 5, level, permutations, seed=case)
         assert wider.low <= c.low and wider.high >= c.high
         assert not (wider.excludes_zero and not c.excludes_zero)
         outcomes.add((c.low > 0, c.high < 0))
+        boundary += c.tail >= 0 and round(c.p_value * (permutations + 1)) - 1 in (c.tail, c.tail + 1)
     assert outcomes == {(True, False), (False, True), (False, False)}  # every verdict was exercised
+    assert boundary > 5  # cases where p sits right at the edge of the interval's cut
 
 
-def test_interval_ends_are_the_bonferroni_quantiles_of_the_resampled_means():
-    # Independent of the index arithmetic: the ends sit within one resample of the empirical
-    # alpha / (2m) and 1 - alpha / (2m) quantiles of the same resampled means.
-    rng = np.random.default_rng(3)
-    a, b = rng.random(60), rng.random(60) + 0.02
-    resamples, family = 4000, 4
-    c = stats.paired_comparison(a, b, family, 0.95, resamples, seed=11)
-    means = np.sort(stats._resampled_means(b - a, resamples, np.random.default_rng(11)))
-    q = 0.05 / (2 * family)  # 0.00625 -> 25 means cut from each tail
-    assert c.tail == 25
-    assert means[int(q * resamples) - 1] <= c.low <= means[int(q * resamples) + 1]
-    assert means[-int(q * resamples) - 2] <= c.high <= means[-int(q * resamples)]
+def _null_family_error(draw, family_size, trials=300, queries=50, permutations=1000):
+    rng = np.random.default_rng(5)
+    errors = 0
+    for trial in range(trials):
+        d = draw(rng, (5, queries))  # (comparisons, queries), no true difference
+        errors += any(stats.paired_comparison(np.zeros(queries), row, family_size, 0.95, permutations,
+                                              trial).excludes_zero for row in d)
+    return errors / trials
+
+
+def test_simultaneous_intervals_hold_the_family_error_rate_under_the_null():
+    # Five comparisons with no true difference, 300 families of 50 queries: Bonferroni keeps
+    # P(any interval excludes 0) near or below 5% (binomial se 0.013), also when most differences
+    # are ties and a few are large (where a percentile bootstrap let 10% through); five lone 95%
+    # intervals give about 1 - 0.95^5 = 23%.
+    def normal(rng, shape):
+        return rng.normal(0, 0.2, shape)
+
+    def sparse(rng, shape):
+        return np.where(rng.random(shape) < 0.2, rng.choice([-1, 1], shape) * rng.exponential(0.3, shape), 0.0)
+
+    assert _null_family_error(normal, 5) < 0.09
+    assert _null_family_error(sparse, 5) < 0.09
+    assert _null_family_error(normal, 1) > 0.15
+
+
+def test_interval_covers_a_true_shift():
+    # d = 0.05 + symmetric noise over 70 queries: a 95% interval covers 0.05 in about 95% of 300 draws
+    # (binomial se 0.013)
+    rng = np.random.default_rng(8)
+    hits = 0
+    for trial in range(300):
+        c = stats.paired_comparison(np.zeros(70), 0.05 + rng.normal(0, 0.2, 70), 1, 0.95, 1000, trial)
+        hits += c.low <= 0.05 <= c.high
+    assert 0.91 < hits / 300 <= 0.99
 
 
 def test_win_tie_loss():

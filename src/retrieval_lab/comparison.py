@@ -2,7 +2,7 @@
 
 Every comparison is one row: both means, the difference (candidate - baseline), its
 simultaneous interval across the family of comparisons made together, the adjusted
-p read off the same bootstrap (``stats.paired_comparison``), the minimum detectable
+p of the same randomization test (``stats.paired_comparison``), the minimum detectable
 effect, win/tie/loss and a verdict that follows from the interval alone.
 """
 
@@ -57,7 +57,7 @@ def verdict(low: float, high: float, better: str = "candidate", worse: str = "ba
 
 
 def compare_family(items: list[tuple[dict[str, float], dict[str, float]]], family_level: float = 0.95,
-                   resamples: int = 10000, seed: int = 0) -> list[dict | None]:
+                   permutations: int = 10000, seed: int = 0) -> list[dict | None]:
     """Judge every (baseline values, candidate values) pair as one family of comparisons.
 
     Each pair is compared over the queries both have; pairs that share none are None and
@@ -72,7 +72,7 @@ def compare_family(items: list[tuple[dict[str, float], dict[str, float]]], famil
             continue
         a = np.array([base[q] for q in queries])  # (n,)
         b = np.array([cand[q] for q in queries])  # (n,)
-        c = stats.paired_comparison(a, b, family, family_level, resamples, seed)
+        c = stats.paired_comparison(a, b, family, family_level, permutations, seed)
         wins, ties, losses = stats.win_tie_loss(a, b)
         rows.append({
             "queries": len(queries), "queries_only_in_one": len(set(base) ^ set(cand)),
@@ -85,14 +85,14 @@ def compare_family(items: list[tuple[dict[str, float], dict[str, float]]], famil
     return rows
 
 
-def family_header(family_size: int, family_level: float, resamples: int, seed: int) -> dict:
+def family_header(family_size: int, family_level: float, permutations: int, seed: int) -> dict:
     return {"adjustment": stats.ADJUSTMENT, "family_size": family_size, "family_level": family_level,
-            "level": 1 - (1 - family_level) / max(family_size, 1), "resamples": resamples, "seed": seed,
+            "level": 1 - (1 - family_level) / max(family_size, 1), "permutations": permutations, "seed": seed,
             "power": stats.POWER}
 
 
 def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, family_level: float = 0.95,
-            resamples: int = 10000, seed: int = 0) -> dict:
+            permutations: int = 10000, seed: int = 0) -> dict:
     """Compare every pair on ``measure`` over the queries both runs were evaluated on, as one family."""
     parse_measure(measure)
     root = Path(reports_root)
@@ -103,12 +103,12 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
         for name in pair:
             if name not in cache:
                 cache[name] = read_per_query(root / name / "per_query.json", measure)
-    rows = compare_family([(cache[a], cache[b]) for a, b in pairs], family_level, resamples, seed)
+    rows = compare_family([(cache[a], cache[b]) for a, b in pairs], family_level, permutations, seed)
     for i, (pair, row) in enumerate(zip(pairs, rows)):
         if row is None:
             raise InputError(f"{pair[0]} and {pair[1]} share no evaluated query", str(root),
                              field=f"compare.pairs[{i}]")
-    return {"measure": measure, **family_header(len(rows), family_level, resamples, seed),
+    return {"measure": measure, **family_header(len(rows), family_level, permutations, seed),
             "pairs": {f"{a} vs {b}": {"baseline": a, "candidate": b, **row} for (a, b), row in zip(pairs, rows)}}
 
 
@@ -117,21 +117,18 @@ def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, f
 
 
 def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str], family_level: float = 0.95,
-                 resamples: int = 10000, seed: int = 0) -> dict:
+                 permutations: int = 10000, seed: int = 0) -> dict:
     """Two runs on the same qrels, one comparison per measure, the measures as one family."""
     measures = list(dict.fromkeys(measures))
     base, head = evaluate(qrels, base_run, measures), evaluate(qrels, head_run, measures)
     rows = compare_family([(_values(base.per_query, m), _values(head.per_query, m)) for m in measures],
-                          family_level, resamples, seed)
-    return {**family_header(sum(r is not None for r in rows), family_level, resamples, seed),
+                          family_level, permutations, seed)
+    return {**family_header(sum(r is not None for r in rows), family_level, permutations, seed),
             "measures": {m: row for m, row in zip(measures, rows) if row is not None}}
 
 
-def format_p(p: float, family_size: int, resamples: int) -> str:
-    """p, or its resolution bound when no resampled mean fell on the far side of 0."""
-    if p == 0:
-        return f"< {stats._adjusted_p(1, resamples, family_size):.2g}"
-    return f"{p:.4f}"
+def format_p(row: dict) -> str:
+    return f"{row['p_adjusted']:.4f}"
 
 
 def format_mde(mde: float) -> str:
@@ -142,17 +139,18 @@ def rule_sentence(header: dict, what: str) -> str:
     """How the intervals and p-values of a family were made, for every markdown output."""
     m, level = header["family_size"], header["family_level"]
     return (f"{level:.0%} simultaneous intervals across the {m} {what} ({header['adjustment'].capitalize()}: "
-            f"a {header['level']:.2%} percentile bootstrap interval each, {header['resamples']} resamples, "
-            f"seed {header['seed']}). p is adjusted the same way and read off the same resamples (the smallest "
-            f"family error rate at which the interval would exclude 0), so p <= {1 - level:.2f} exactly when the "
-            f"interval excludes 0. MDE: the smallest true difference found with {header['power']:.0%} power at "
-            "that level over that many queries; a difference well inside it is noise.")
+            f"{header['level']:.2%} each). Each interval holds the shifts that a paired randomization test "
+            f"({header['permutations']} random sign assignments, seed {header['seed']}) does not reject at "
+            f"that level, and p is that test's p at 0, adjusted the same way: p <= {1 - level:.2f} exactly when "
+            "the interval excludes 0. MDE: the smallest true difference found with "
+            f"{header['power']:.0%} power at that level over that many queries; a difference well inside it "
+            "is noise.")
 
 
 def rough_tail_note(rows, header: dict) -> list[str]:
     if any(r["tail"] < 10 for r in rows):
-        return [(f"\nNote: fewer than 10 resampled means beyond each end of some intervals; raise "
-                f"evaluate.resamples (now {header['resamples']}) for steadier interval ends.")]
+        return [(f"\nNote: fewer than 10 sign flips beyond each end of some intervals; raise "
+                 f"evaluate.permutations (now {header['permutations']}) for steadier interval ends.")]
     return []
 
 
@@ -171,7 +169,7 @@ def to_markdown(result: dict) -> str:
         lines.append(f"| {r['baseline']} | {r['candidate']} | {r['queries']} | {r['baseline_mean']:.4f} | "
                      f"{r['candidate_mean']:.4f} | {r['mean_difference']:+.4f} | "
                      f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
-                     f"{format_p(r['p_adjusted'], result['family_size'], result['resamples'])} | "
+                     f"{format_p(r)} | "
                      f"{format_mde(r['mde'])} | {r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |")
     for r in result["pairs"].values():
         if r["queries_only_in_one"]:
@@ -187,7 +185,7 @@ def runs_to_text(result: dict, base_name: str, head_name: str) -> str:
               "MDE", "win/tie/loss", "verdict"]
     rows = [[m, str(r["queries"]), f"{r['baseline_mean']:.4f}", f"{r['candidate_mean']:.4f}",
              f"{r['mean_difference']:+.4f}", f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]",
-             format_p(r["p_adjusted"], result["family_size"], result["resamples"]), format_mde(r["mde"]),
+             format_p(r), format_mde(r["mde"]),
              f"{r['wins']}/{r['ties']}/{r['losses']}", verdict(r["ci_low"], r["ci_high"], "head", "base")]
             for m, r in result["measures"].items()]
     widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]

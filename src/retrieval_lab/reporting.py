@@ -296,11 +296,11 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     changed = [r for r in found if r.status == "changed"]
     items = [(r, m) for r in changed for m in key_measures]
     rows = compare_family([(r.values(m, "base"), r.values(m, "head")) for r, m in items],
-                          ev.ci_level, ev.resamples, ev.seed)
+                          ev.ci_level, ev.permutations, ev.seed)
     for (r, m), row in zip(items, rows):
         if row is not None:
             r.stats[m] = row
-    header = family_header(sum(row is not None for row in rows), ev.ci_level, ev.resamples, ev.seed)
+    header = family_header(sum(row is not None for row in rows), ev.ci_level, ev.permutations, ev.seed)
     judged = [(r.name, m, row) for r in changed for m, row in r.stats.items()]
     regressions = [x for x in judged if x[2]["ci_high"] < -tolerance]
     worse = [x for x in judged if x[2]["ci_high"] < 0 and x not in regressions]
@@ -337,7 +337,7 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
         for name, m, row in judged:
             lines.append(f"| {name} | {m} | {row['queries']} | {row['baseline_mean']:.4f} | "
                          f"{row['candidate_mean']:.4f} | {row['mean_difference']:+.4f} | {_interval(row)} | "
-                         f"{format_p(row['p_adjusted'], header['family_size'], header['resamples'])} | "
+                         f"{format_p(row)} | "
                          f"{format_mde(row['mde'])} | {row['wins']}/{row['ties']}/{row['losses']} | "
                          f"{row['verdict'].replace('candidate', 'head').replace('baseline', 'base')} |")
         lines += ["", "</details>"]

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     check_overlap(qrels, base, args.base, args.qrels)
     check_overlap(qrels, head, args.head, args.qrels)
     ev = params.evaluate
-    result = compare_runs(qrels, base, head, args.measures, ev.ci_level, ev.resamples, ev.seed)
+    result = compare_runs(qrels, base, head, args.measures, ev.ci_level, ev.permutations, ev.seed)
     if args.json:
         print(json.dumps({"base": args.base, "head": args.head, **result}, indent=2))
     else:

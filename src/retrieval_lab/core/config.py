@@ -132,7 +132,7 @@ class EvaluateParams:
     diagnose_k: int = 10
     judged_threshold: float = 0.5
     ci_level: float = 0.95    # family level of the simultaneous intervals (compare, report, compare-runs)
-    resamples: int = 10000
+    permutations: int = 10000   # random sign flips of the paired randomization test
     seed: int = 5
 
 
