@@ -53,6 +53,9 @@ def test_json_by_hand(files, capsys):
     assert s1["p_adjusted"] == pytest.approx(min(1.0, 2 * s1["p_value"])) and s1["p_adjusted"] > 0.9
     assert (s1["ci_low"], s1["ci_high"]) == (float("-inf"), float("inf"))
     assert s1["verdict"] == "no significant difference" and s1["mde"] > s1["mean_difference"]
+    assert run_command("compare_runs", [qrels, base, head, "-m", "Success@1", "-m", "RR@10", "--params",
+                                        params]) == 0
+    assert "Note: an unbounded interval means too few queries" in capsys.readouterr().out
 
 
 def test_same_numbers_as_the_compare_stage_engine(files, capsys):
@@ -82,6 +85,7 @@ def test_table(files, capsys):
     assert row[:5] == ["Success@1", "6", "0.5000", "0.8333", "+0.3333"]
     assert row[-4:] == ["2/4/0", "no", "significant", "difference"]
     assert "95% simultaneous intervals across the 1 measures" in text
+    assert "[-inf, +inf]" not in text  # one measure at 95%: six queries are enough (2 / 64 < 0.05)
 
 
 def test_bad_measure_and_missing_file_are_clear(files, capsys):

@@ -148,10 +148,15 @@ def rule_sentence(header: dict, what: str) -> str:
 
 
 def rough_tail_note(rows, header: dict) -> list[str]:
+    rows = list(rows)
+    notes = []
+    if any(math.isinf(r["ci_low"]) or math.isinf(r["ci_high"]) for r in rows):
+        notes.append("\nNote: an unbounded interval means too few queries for that level: not even a "
+                     "difference of the same sign on every query could be told from noise.")
     if any(r["tail"] < 10 for r in rows):
-        return [(f"\nNote: fewer than 10 sign flips beyond each end of some intervals; raise "
-                 f"evaluate.permutations (now {header['permutations']}) for steadier interval ends.")]
-    return []
+        notes.append(f"\nNote: fewer than 10 sign flips beyond each end of some intervals; raise "
+                     f"evaluate.permutations (now {header['permutations']}) for steadier interval ends.")
+    return notes
 
 
 def to_markdown(result: dict) -> str:
@@ -191,5 +196,6 @@ def runs_to_text(result: dict, base_name: str, head_name: str) -> str:
     widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [header] + rows]
     text.insert(1, "  ".join("-" * w for w in widths))
+    notes = [n.strip() for n in rough_tail_note(result["measures"].values(), result)]
     return "\n".join([f"base: {base_name}   head: {head_name}   difference = head - base", *text, "",
-                      rule_sentence(result, "measures")]) + "\n"
+                      rule_sentence(result, "measures"), *notes]) + "\n"
