@@ -59,12 +59,13 @@ def inputs(tmp_path):
     _write(metrics / "dense-ft-hard.json", {"nDCG@10": 0.7512, "queries_evaluated": 300})
     _write(metrics / "fused-rrf.json", {"nDCG@10": 0.74, "queries_evaluated": 300})
     _write(metrics / "compare.json", {
-        "measure": "nDCG@10", "ci_level": 0.95, "resamples": 2000, "permutations": 5000, "seed": 5,
+        "measure": "nDCG@10", "adjustment": "bonferroni", "family_size": 1, "family_level": 0.95, "level": 0.95,
+        "permutations": 10000, "seed": 5, "power": 0.8,
         "pairs": {"dense vs dense-ft-hard": {
             "baseline": "dense", "candidate": "dense-ft-hard", "queries": 300, "queries_only_in_one": 0,
             "baseline_mean": 0.645, "candidate_mean": 0.7512, "mean_difference": 0.1062, "ci_low": 0.08,
-            "ci_high": 0.13, "p_value": 0.0002, "wins": 120, "ties": 150, "losses": 30,
-            "verdict": "candidate better (CI excludes 0)", "p_holm": 0.0002}}})
+            "ci_high": 0.13, "p_value": 0.0001, "p_adjusted": 0.0001, "mde": 0.03, "wins": 120, "ties": 150,
+            "losses": 30, "verdict": "candidate better", "level": 0.95, "tail": 499}}})
     timings = _write(tmp_path / "repro.json", {"command": ["dvc", "repro"], "total_seconds": 100.0, "returncode": 0,
                                                "stages": {"prepare": 5.0, "encode": 25.0, "train@hard": 60.0}})
     return results, metrics, timings

@@ -1,9 +1,10 @@
 import json
 
+import numpy as np
 import pytest
 from command_runner import run_command
 
-from retrieval_lab.comparison import compare, to_markdown
+from retrieval_lab.comparison import compare, compare_family, to_markdown
 from retrieval_lab.core.errors import InputError
 
 # sixteenths: every difference is exact in binary floating point
@@ -24,41 +25,61 @@ def write_reports(root, measure="nDCG@10"):
 
 def test_compare_by_hand(tmp_path):
     root = write_reports(tmp_path / "reports")
-    result = compare(root, [["a", "b"], ["a", "c"]], "nDCG@10", ci_level=0.95, resamples=2000,
-                     permutations=5000, seed=5)
+    result = compare(root, [["a", "b"], ["a", "c"]], "nDCG@10", family_level=0.95, permutations=20000, seed=5)
     ab, ac = result["pairs"]["a vs b"], result["pairs"]["a vs c"]
     assert ab["baseline_mean"] == pytest.approx(36 / 8 / 16)  # (1 + ... + 8) / 8 / 16
     assert ab["candidate_mean"] == pytest.approx((36 + 12) / 8 / 16)
     assert ab["mean_difference"] == pytest.approx(12 / 8 / 16)
     assert (ab["wins"], ab["ties"], ab["losses"]) == (7, 1, 0)
     assert (ac["wins"], ac["ties"], ac["losses"]) == (3, 2, 3)
-    # exact (2^8 = 256 <= 5000 sign flips): |sum| = 12/16 only with the seven nonzero
-    # differences all of one sign; the zero one is free: 2 * 2 / 256
-    assert ab["p_value"] == 4 / 256
-    assert ac["p_value"] == 1.0  # observed sum 0: every assignment is as extreme
-    # Holm over two pairs: 0.015625 * 2 = 0.03125, then max(0.03125, 1.0 * 1) = 1
-    assert (ab["p_holm"], ac["p_holm"]) == pytest.approx((0.03125, 1.0))
-    assert 0 < ab["ci_low"] < ab["mean_difference"] < ab["ci_high"]
-    assert ab["verdict"] == "candidate better (CI excludes 0)"
+    # two comparisons, Bonferroni: each interval at 1 - 0.05 / 2 = 97.5%; the interval ends leave
+    # j = max{c : 2 (1 + c) / 20001 <= 0.05} = 499 sign assignments beyond them
+    assert (result["adjustment"], result["family_size"]) == ("bonferroni", 2)
+    assert result["level"] == pytest.approx(0.975) and ab["tail"] == 499
+    # sign flips, exactly: |sum| = 12/16 only with the seven nonzero differences all of one sign, the
+    # zero one free: 2 * 2 / 256 = 1/64; sampled p = (1 + hits) / 20001, hits ~ Binomial(20000, 1/64)
+    assert abs(ab["p_value"] - 1 / 64) < 4 * (1 / 64 * 63 / 64 / 20000) ** 0.5
+    assert ab["p_adjusted"] == pytest.approx(2 * ab["p_value"])  # ~0.031 <= 0.05: a real difference
+    assert 0 < ab["ci_low"] < ab["mean_difference"] < ab["ci_high"] and ab["verdict"] == "candidate better"
+    # a vs c sums to 0: every assignment is as extreme, p = 1, and the interval straddles 0
+    assert ac["p_value"] == 1.0 and ac["p_adjusted"] == 1.0
     assert ac["ci_low"] < 0 < ac["ci_high"] and ac["verdict"] == "no significant difference"
+    # MDE at 97.5%: d(a, b) in sixteenths (2,1,3,1,2,2,1,0), mean 1.5, squared deviations sum to 6,
+    # sd (n - 1) = sqrt(6 / 7) / 16 = 0.0578638; (z_0.9875 + z_0.8) = 2.241403 + 0.841621 = 3.083024;
+    # 3.083024 * 0.0578638 / sqrt(8) = 0.0630723
+    assert ab["mde"] == pytest.approx(0.0630723, rel=1e-5)
     assert ab["queries"] == 8 and ab["queries_only_in_one"] == 0
 
 
 def test_compare_is_reproducible_and_markdown_is_readable(tmp_path):
     root = write_reports(tmp_path / "reports")
-    first = compare(root, [["a", "b"]], "nDCG@10", seed=1)
-    assert compare(root, [["a", "b"]], "nDCG@10", seed=1) == first
+    first = compare(root, [["a", "b"]], "nDCG@10", permutations=2000, seed=1)
+    assert compare(root, [["a", "b"]], "nDCG@10", permutations=2000, seed=1) == first
     text = to_markdown(first)
     assert text.startswith("# Paired comparison on nDCG@10")
+    assert "95% simultaneous intervals across the 1 comparisons below (Bonferroni: 95.00% each)" in text
     row = next(line for line in text.splitlines() if line.startswith("| a | b |"))
     assert "| 8 | 0.2812 | 0.3750 | +0.0938 |" in row  # 4.5/16, 6/16, 1.5/16
-    assert row.endswith("| 7/1/0 | candidate better (CI excludes 0) |")
+    assert row.endswith("| 7/1/0 | candidate better |")
+    assert "fewer than 10 sign flips" not in text  # j = max{c : (1 + c) / 2001 <= 0.05} = 99
 
 
 def test_baseline_better_verdict(tmp_path):
     root = write_reports(tmp_path / "reports")
     row = compare(root, [["b", "a"]], "nDCG@10")["pairs"]["b vs a"]
-    assert row["ci_high"] < 0 and row["verdict"] == "baseline better (CI excludes 0)"
+    assert row["ci_high"] < 0 and row["verdict"] == "baseline better"
+
+
+def test_family_adjustment_can_remove_a_lone_verdict():
+    # 20 queries, 7 gain 0.1 and 1 loses 0.1: sign flips of the eight movers reach |sum| >= 0.6 when
+    # at most one sign differs from the rest: exact p = 2 * (1 + 8) / 256 = 0.070. Alone at 80%
+    # (alpha 0.2) that is a difference; among ten comparisons (0.02 each) it is not.
+    base = {f"q{i}": 0.5 for i in range(20)}
+    cand = {q: 0.5 + (0.1 if i < 7 else -0.1 if i < 8 else 0.0) for i, q in enumerate(base)}
+    (alone,) = compare_family([(base, cand)], family_level=0.8, permutations=5000, seed=0)
+    tenfold = compare_family([(base, cand)] * 10, family_level=0.8, permutations=5000, seed=0)
+    assert alone["verdict"] == "candidate better" and alone["p_adjusted"] <= 0.2
+    assert all(r["verdict"] == "no significant difference" and r["p_adjusted"] > 0.2 for r in tenfold)
 
 
 def test_compare_errors_name_the_file(tmp_path):
@@ -74,12 +95,34 @@ def test_compare_errors_name_the_file(tmp_path):
 def test_compare_command(tmp_path, capsys):
     root = write_reports(tmp_path / "reports")
     params = tmp_path / "params.yaml"
-    params.write_text("evaluate:\n  resamples: 500\n  seed: 3\ncompare:\n  pairs: [[a, b], [a, c]]\n"
+    params.write_text("evaluate:\n  permutations: 500\n  seed: 3\ncompare:\n  pairs: [[a, b], [a, c]]\n"
                       "  measure: nDCG@10\n")
     argv = ["--reports-root", str(root), "--output", str(tmp_path / "m" / "compare.json"),
             "--markdown", str(root / "compare.md"), "--params", str(params)]
     assert run_command("compare", argv) == 0
     saved = json.loads((tmp_path / "m" / "compare.json").read_text())
-    assert saved["resamples"] == 500 and saved["seed"] == 3
-    assert saved["pairs"]["a vs b"]["p_value"] == 4 / 256
+    assert saved["permutations"] == 500 and saved["seed"] == 3 and saved["family_size"] == 2
+    assert saved["pairs"]["a vs b"]["verdict"] == "candidate better"
     assert (root / "compare.md").read_text() == capsys.readouterr().out
+
+
+def test_markdown_refuses_a_compare_json_from_before_the_rule():
+    old = {"measure": "nDCG@10", "ci_level": 0.95, "pairs": {}}
+    with pytest.raises(InputError, match="before simultaneous intervals: rerun the compare stage"):
+        to_markdown(old)
+
+
+def test_property_every_verdict_agrees_with_its_adjusted_p():
+    rng = np.random.default_rng(16)
+    for case in range(150):
+        n, m = int(rng.integers(2, 60)), int(rng.integers(1, 8))
+        items = []
+        for _ in range(m):
+            base = rng.random(n)
+            cand = np.clip(base + rng.normal(rng.normal(0, 0.05), 0.2, n) * (rng.random(n) < 0.4), 0, 1)
+            items.append(({f"q{i}": v for i, v in enumerate(base)}, {f"q{i}": v for i, v in enumerate(cand)}))
+        level = float(rng.choice([0.9, 0.95, 0.99]))
+        for row in compare_family(items, level, permutations=int(rng.integers(100, 1500)), seed=case):
+            significant = row["verdict"] != "no significant difference"
+            assert (row["p_adjusted"] <= 1 - level) == significant, (case, row)
+            assert significant == (row["ci_low"] > 0 or row["ci_high"] < 0)

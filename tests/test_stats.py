@@ -1,4 +1,5 @@
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -6,79 +7,184 @@ import pytest
 from retrieval_lab import stats
 
 
-def exact_p_by_enumeration(d):
-    """Independent reference: every sign assignment, plain Python."""
-    observed = abs(sum(d))
-    hits = sum(abs(sum(s * x for s, x in zip(signs, d))) >= observed - 1e-12
-               for signs in itertools.product([-1, 1], repeat=len(d)))
-    return hits / 2 ** len(d)
+def exact_p_by_enumeration(d, delta=0.0):
+    """Independent reference: the sign-flip test of d - delta over every sign assignment, plain Python."""
+    x = [v - delta for v in d]
+    observed = abs(sum(x))
+    hits = sum(abs(sum(s * v for s, v in zip(signs, x))) >= observed - 1e-12
+               for signs in itertools.product([-1, 1], repeat=len(x)))
+    return hits / 2 ** len(x)
 
 
-def test_bootstrap_is_reproducible_for_a_fixed_seed():
+def test_comparison_is_reproducible_for_a_fixed_seed():
     rng = np.random.default_rng(0)
     a, b = rng.random(50), rng.random(50)
-    first = stats.paired_bootstrap(a, b, resamples=500, seed=3)
-    assert stats.paired_bootstrap(a, b, resamples=500, seed=3) == first
-    assert stats.paired_bootstrap(a, b, resamples=500, seed=4) != first
+    first = stats.paired_comparison(a, b, permutations=500, seed=3)
+    assert stats.paired_comparison(a, b, permutations=500, seed=3) == first
+    assert stats.paired_comparison(a, b, permutations=500, seed=4) != first
 
 
-def test_bootstrap_ci_contains_the_true_difference():
-    # differences 0.1 +- 0.05 alternating: the true (and sample) mean difference is 0.1
-    base = np.linspace(0.2, 0.6, 40)
-    cand = base + 0.1 + np.where(np.arange(40) % 2 == 0, 0.05, -0.05)
-    ci = stats.paired_bootstrap(base, cand, level=0.95, resamples=2000, seed=1)
-    assert ci.mean_difference == pytest.approx(0.1, abs=1e-12)
-    assert ci.low < 0.1 < ci.high
-    assert ci.low > 0  # 0 is far outside: sd 0.05 over 40 queries gives a CI about +-0.016
-    # width vs the normal approximation 2 * 1.96 * sd / sqrt(n) = 2 * 1.96 * 0.05 / sqrt(40) = 0.031
-    assert ci.high - ci.low == pytest.approx(2 * 1.96 * 0.05 / np.sqrt(40), rel=0.15)
-
-
-def test_bootstrap_constant_difference_gives_a_point_interval():
-    ci = stats.paired_bootstrap([0.0, 0.5, 1.0], [0.2, 0.7, 1.2], resamples=100, seed=0)
-    assert (ci.low, ci.high) == pytest.approx((0.2, 0.2))
-
-
-def test_exact_randomization_by_hand():
-    # d = (1, 1, 1, 1): only all-plus and all-minus reach |sum| = 4 -> p = 2 / 16
-    assert stats.randomization_test([0] * 4, [1] * 4, exact=True) == 0.125
+def test_p_by_hand():
+    # d = (1, 1, 1, 1): only all-plus and all-minus reach |sum| = 4 -> exact p = 2 / 16; sampled
+    # p = (1 + hits) / (1 + P) with hits ~ Binomial(P, 1/8)
+    c = stats.paired_comparison([0] * 4, [1] * 4, permutations=20000, seed=1)
+    assert abs(c.p_value - 0.125) < 4 * math.sqrt(0.125 * 0.875 / 20000)
     # d = (1, -1): every assignment has |sum| >= 0 -> p = 1
-    assert stats.randomization_test([0, 1], [1, 0], exact=True) == 1.0
+    assert stats.paired_comparison([0, 1], [1, 0], permutations=100).p_value == 1.0
 
 
-def test_randomization_matches_exact_enumeration_for_tiny_n():
+def test_p_matches_exact_enumeration():
     d = [0.3, 0.1, -0.05, 0.2, 0.25, 0.0, 0.15, -0.1, 0.4, 0.05]
-    base = np.zeros(len(d))
     reference = exact_p_by_enumeration(d)
     assert 0.005 < reference < 0.2  # a case where the p-value is informative
-    assert stats.randomization_test(base, d, exact=True) == pytest.approx(reference, abs=1e-15)
-    # auto mode enumerates when 2^n <= permutations (1024 <= 5000)
-    assert stats.randomization_test(base, d, permutations=5000) == pytest.approx(reference, abs=1e-15)
-    sampled = stats.randomization_test(base, d, permutations=20000, seed=2, exact=False)
-    se = np.sqrt(reference * (1 - reference) / 20000)
-    assert abs(sampled - reference) < 4 * se
-    assert stats.randomization_test(base, d, permutations=2000, seed=2, exact=False) == \
-        stats.randomization_test(base, d, permutations=2000, seed=2, exact=False)
+    c = stats.paired_comparison(np.zeros(10), d, family_size=3, permutations=40000, seed=2)
+    assert abs(c.p_value - reference) < 4 * math.sqrt(reference * (1 - reference) / 40000)
+    assert c.p_adjusted == pytest.approx(min(1.0, 3 * c.p_value))
 
 
-def test_randomization_p_is_never_zero_when_sampled():
-    p = stats.randomization_test(np.zeros(100), np.ones(100), permutations=99, seed=0)
-    assert p == pytest.approx(1 / 100)  # no sampled assignment reaches |sum| = 100
+def test_interval_is_the_set_of_shifts_the_test_does_not_reject():
+    # Independent of the bracket arithmetic: the exact test of d - delta (every sign assignment)
+    # rejects just outside the interval ends and not just inside them.
+    rng = np.random.default_rng(3)
+    d = rng.normal(0.1, 0.2, 12)
+    level, family = 0.95, 2  # 97.5% each
+    c = stats.paired_comparison(np.zeros(12), d, family, level, permutations=40000, seed=5)
+    alpha = (1 - level) / family
+    assert c.low < d.mean() < c.high
+    for end, inward in ((c.low, 1), (c.high, -1)):
+        # with 2^12 = 4096 assignments the sampled test's ends match the exact test's within its steps;
+        # 0.01 from the end the exact p is clearly on either side of alpha
+        assert exact_p_by_enumeration(d, end + inward * 0.01) > alpha
+        assert exact_p_by_enumeration(d, end - inward * 0.01) <= alpha
+
+
+def test_constant_difference_gives_a_point_interval():
+    # twelve queries all +0.2: every split of them has both subset means 0.2, except the 2 / 4096
+    # one-sided assignments, which bracket everything
+    c = stats.paired_comparison(np.zeros(12), np.full(12, 0.2), permutations=2000, seed=0)
+    assert (c.low, c.high) == pytest.approx((0.2, 0.2))
+    assert c.excludes_zero and c.p_value < 0.01
+    assert c.mde == pytest.approx(0.0, abs=1e-12)  # no spread: any true difference would show
+
+
+def test_identical_runs_never_differ():
+    same = np.linspace(0.1, 0.9, 12)
+    c = stats.paired_comparison(same, same, family_size=2, permutations=2000)
+    assert (c.low, c.high, c.mean_difference) == (0.0, 0.0, 0.0)
+    assert c.p_value == 1.0 and c.p_adjusted == 1.0 and not c.excludes_zero
+
+
+def test_too_few_queries_can_never_differ():
+    # six queries: the smallest exact p is 2 / 64 = 0.031 > 0.05 / 2, so at 97.5% nothing is rejected
+    c = stats.paired_comparison(np.zeros(6), np.ones(6), family_size=2, permutations=10000, seed=0)
+    assert (c.low, c.high) == (-np.inf, np.inf) and not c.excludes_zero and c.p_adjusted > 0.05
+
+
+def test_minimum_detectable_effect_by_hand():
+    # d = (0.1, 0.3): sd (n - 1) = 0.141421; (z_0.975 + z_0.8) = 1.959964 + 0.841621 = 2.801585;
+    # MDE = 2.801585 * 0.141421 / sqrt(2) = 0.2801585
+    assert stats.minimum_detectable_effect([0.1, 0.3], level=0.95) == pytest.approx(0.2801585, rel=1e-6)
+    # level 0.99: z_0.995 = 2.575829 -> (2.575829 + 0.841621) * 0.1 = 0.341745
+    assert stats.minimum_detectable_effect([0.1, 0.3], level=0.99) == pytest.approx(0.341745, rel=1e-6)
+    assert math.isnan(stats.minimum_detectable_effect([0.2], level=0.95))
+
+
+def test_mde_shrinks_with_the_square_root_of_the_number_of_queries():
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.0, 0.2, 70)
+    small = stats.minimum_detectable_effect(d, 0.95)
+    large = stats.minimum_detectable_effect(np.tile(d, 4), 0.95)  # same spread, 4x the queries
+    assert large == pytest.approx(small / 2, rel=0.02)
+    # "+0.004 on 70 queries" with a typical spread of per-query differences (0.2) is far inside the MDE
+    assert 0.004 < small / 10
+
+
+def _random_case(rng):
+    n = int(rng.integers(1, 80))
+    kind = rng.integers(0, 4)
+    if kind == 0:  # continuous, any shift
+        d = rng.normal(rng.normal(0, 0.05), rng.uniform(0.01, 0.3), n)
+    elif kind == 1:  # mostly ties, a few movers (a typical retriever change)
+        d = np.where(rng.random(n) < 0.2, rng.normal(0, 0.3, n), 0.0)
+    elif kind == 2:  # discrete measure values (Success@k): differences in {-1, 0, 1}
+        d = rng.integers(-1, 2, n).astype(float)
+    else:  # one-sided
+        d = np.abs(rng.normal(0, 0.1, n)) * rng.choice([-1, 1])
+    base = rng.random(n)
+    return base, base + d
+
+
+def test_property_adjusted_p_and_interval_never_disagree():
+    rng = np.random.default_rng(2026)
+    outcomes = set()
+    boundary = 0
+    for case in range(600):
+        base, cand = _random_case(rng)
+        family = int(rng.integers(1, 30))
+        level = float(rng.choice([0.8, 0.9, 0.95, 0.99, rng.uniform(0.5, 0.999)]))
+        permutations = int(rng.choice([20, 99, 500, 2000, int(rng.integers(1, 3000))]))
+        c = stats.paired_comparison(base, cand, family, level, permutations, seed=case)
+        alpha = 1 - level
+        assert (c.p_adjusted <= alpha) == c.excludes_zero, (case, c)
+        assert c.low <= c.high
+        assert c.p_adjusted == pytest.approx(min(1.0, family * c.p_value), rel=1e-12)
+        # a wider family never turns a non-significant comparison into a significant one
+        wider = stats.paired_comparison(base, cand, family + 5, level, permutations, seed=case)
+        assert wider.low <= c.low and wider.high >= c.high
+        assert not (wider.excludes_zero and not c.excludes_zero)
+        outcomes.add((c.low > 0, c.high < 0))
+        boundary += c.tail >= 0 and round(c.p_value * (permutations + 1)) - 1 in (c.tail, c.tail + 1)
+    assert outcomes == {(True, False), (False, True), (False, False)}  # every verdict was exercised
+    assert boundary > 5  # cases where p sits right at the edge of the interval's cut
+
+
+def _null_family_error(draw, family_size, trials=300, queries=50, permutations=1000):
+    rng = np.random.default_rng(5)
+    errors = 0
+    for trial in range(trials):
+        d = draw(rng, (5, queries))  # (comparisons, queries), no true difference
+        errors += any(stats.paired_comparison(np.zeros(queries), row, family_size, 0.95, permutations,
+                                              trial).excludes_zero for row in d)
+    return errors / trials
+
+
+def test_simultaneous_intervals_hold_the_family_error_rate_under_the_null():
+    # Five comparisons with no true difference, 300 families of 50 queries: Bonferroni keeps
+    # P(any interval excludes 0) near or below 5% (binomial se 0.013), also when most differences
+    # are ties and a few are large (where a percentile bootstrap let 10% through); five lone 95%
+    # intervals give about 1 - 0.95^5 = 23%.
+    def normal(rng, shape):
+        return rng.normal(0, 0.2, shape)
+
+    def sparse(rng, shape):
+        return np.where(rng.random(shape) < 0.2, rng.choice([-1, 1], shape) * rng.exponential(0.3, shape), 0.0)
+
+    assert _null_family_error(normal, 5) < 0.09
+    assert _null_family_error(sparse, 5) < 0.09
+    assert _null_family_error(normal, 1) > 0.15
+
+
+def test_interval_covers_a_true_shift():
+    # d = 0.05 + symmetric noise over 70 queries: a 95% interval covers 0.05 in about 95% of 300 draws
+    # (binomial se 0.013)
+    rng = np.random.default_rng(8)
+    hits = 0
+    for trial in range(300):
+        c = stats.paired_comparison(np.zeros(70), 0.05 + rng.normal(0, 0.2, 70), 1, 0.95, 1000, trial)
+        hits += c.low <= 0.05 <= c.high
+    assert 0.91 < hits / 300 <= 0.99
 
 
 def test_win_tie_loss():
     assert stats.win_tie_loss([0.1, 0.5, 0.3, 0.2], [0.2, 0.5, 0.1, 0.2 + 1e-15]) == (1, 2, 1)
 
 
-def test_holm_by_hand():
-    # sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> running max 0.06
-    adjusted = stats.holm([0.01, 0.04, 0.03, 0.005])
-    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert stats.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
-
-
-def test_misaligned_inputs_are_errors():
+def test_bad_inputs_are_errors():
     with pytest.raises(ValueError, match="aligned"):
-        stats.paired_bootstrap([1, 2], [1, 2, 3])
+        stats.paired_comparison([1, 2], [1, 2, 3])
     with pytest.raises(ValueError, match="no query"):
         stats.win_tie_loss([], [])
+    with pytest.raises(ValueError, match="family_level"):
+        stats.paired_comparison([1.0], [2.0], family_level=1.0)
+    with pytest.raises(ValueError, match="family_size"):
+        stats.paired_comparison([1.0], [2.0], family_size=0)

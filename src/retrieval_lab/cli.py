@@ -31,8 +31,10 @@ GROUPS: dict[str, dict[str, str]] = {
     },
     "tools for runs, judgments and models": {
         "eval": "eval",
+        "compare-runs": "compare_runs",
         "pool": "pool",
         "report": "report",
+        "pr-comment": "pr_comment",
         "inspect-embeddings": "inspect_embeddings",
     },
     "teaching and checking": {

@@ -1,30 +1,39 @@
-"""The ``compare`` stage: paired significance of one measure between runs, from their per_query.json.
+"""Paired comparisons under one rule, for the ``compare`` stage, ``report`` and ``compare-runs``.
 
-For each ``[baseline, candidate]`` pair of ``compare.pairs``: both means, mean
-difference (candidate - baseline), percentile bootstrap CI, randomization p-value,
-Holm-adjusted p across all pairs, win/tie/loss counts and a verdict read off the CI.
+Every comparison is one row: both means, the difference (candidate - baseline), its
+simultaneous interval across the family of comparisons made together, the adjusted
+p of the same randomization test (``stats.paired_comparison``), the minimum detectable
+effect, win/tie/loss and a verdict that follows from the interval alone.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
 from . import stats
 from .core.errors import InputError
-from .metrics import parse_measure
+from .metrics import evaluate, parse_measure
+
+
+def per_query_measures(text: str, source: str) -> dict[str, dict]:
+    """query id -> its entry (``measures``, ``first_positive_rank``, ...) of an evaluate stage's per_query.json."""
+    try:
+        queries = json.loads(text)["queries"]
+        if not isinstance(queries, dict):
+            raise TypeError("'queries' is not a mapping")
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise InputError(f"not an evaluate per_query.json ({exc})", source) from None
+    return queries
 
 
 def per_query_values(text: str, measure: str, source: str) -> dict[str, float]:
     """query id -> value of ``measure`` from the text of an evaluate stage's per_query.json."""
-    try:
-        queries = json.loads(text)["queries"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise InputError(f"not an evaluate per_query.json ({exc})", source) from None
     values = {}
-    for qid, entry in queries.items():
+    for qid, entry in per_query_measures(text, source).items():
         measures = entry.get("measures", {})
         if measure not in measures:
             raise InputError(f"no value for {measure!r} (add it to evaluate.measures)", source,
@@ -39,74 +48,154 @@ def read_per_query(path: Path, measure: str) -> dict[str, float]:
     return per_query_values(path.read_text(encoding="utf-8"), measure, str(path))
 
 
-def verdict(low: float, high: float) -> str:
+def verdict(low: float, high: float, better: str = "candidate", worse: str = "baseline") -> str:
     if low > 0:
-        return "candidate better (CI excludes 0)"
+        return f"{better} better"
     if high < 0:
-        return "baseline better (CI excludes 0)"
+        return f"{worse} better"
     return "no significant difference"
 
 
-def compare_values(base: dict[str, float], cand: dict[str, float], ci_level: float = 0.95,
-                   resamples: int = 2000, permutations: int = 5000, seed: int = 0) -> dict | None:
-    """Paired statistics of per-query values over the queries both have; None when they share none."""
-    queries = sorted(set(base) & set(cand))
-    if not queries:
-        return None
-    a = np.array([base[q] for q in queries])  # (n,)
-    b = np.array([cand[q] for q in queries])  # (n,)
-    ci = stats.paired_bootstrap(a, b, ci_level, resamples, seed)
-    wins, ties, losses = stats.win_tie_loss(a, b)
-    return {
-        "queries": len(queries), "queries_only_in_one": len(set(base) ^ set(cand)),
-        "baseline_mean": float(a.mean()), "candidate_mean": float(b.mean()),
-        "mean_difference": ci.mean_difference, "ci_low": ci.low, "ci_high": ci.high,
-        "p_value": stats.randomization_test(a, b, permutations, seed),
-        "wins": wins, "ties": ties, "losses": losses, "verdict": verdict(ci.low, ci.high),
-    }
+def compare_family(items: list[tuple[dict[str, float], dict[str, float]]], family_level: float = 0.95,
+                   permutations: int = 10000, seed: int = 0) -> list[dict | None]:
+    """Judge every (baseline values, candidate values) pair as one family of comparisons.
+
+    Each pair is compared over the queries both have; pairs that share none are None and
+    are not counted in the family.
+    """
+    shared = [sorted(set(a) & set(b)) for a, b in items]
+    family = sum(bool(q) for q in shared)
+    rows: list[dict | None] = []
+    for (base, cand), queries in zip(items, shared):
+        if not queries:
+            rows.append(None)
+            continue
+        a = np.array([base[q] for q in queries])  # (n,)
+        b = np.array([cand[q] for q in queries])  # (n,)
+        c = stats.paired_comparison(a, b, family, family_level, permutations, seed)
+        wins, ties, losses = stats.win_tie_loss(a, b)
+        rows.append({
+            "queries": len(queries), "queries_only_in_one": len(set(base) ^ set(cand)),
+            "baseline_mean": float(a.mean()), "candidate_mean": float(b.mean()),
+            "mean_difference": c.mean_difference, "ci_low": c.low, "ci_high": c.high,
+            "p_value": c.p_value, "p_adjusted": c.p_adjusted, "mde": c.mde,
+            "wins": wins, "ties": ties, "losses": losses, "verdict": verdict(c.low, c.high),
+            "level": c.level, "tail": c.tail,
+        })
+    return rows
 
 
-def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, ci_level: float = 0.95,
-            resamples: int = 2000, permutations: int = 5000, seed: int = 0) -> dict:
-    """Compare every pair on ``measure`` over the queries both runs were evaluated on."""
+def family_header(family_size: int, family_level: float, permutations: int, seed: int) -> dict:
+    return {"adjustment": stats.ADJUSTMENT, "family_size": family_size, "family_level": family_level,
+            "level": 1 - (1 - family_level) / max(family_size, 1), "permutations": permutations, "seed": seed,
+            "power": stats.POWER}
+
+
+def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, family_level: float = 0.95,
+            permutations: int = 10000, seed: int = 0) -> dict:
+    """Compare every pair on ``measure`` over the queries both runs were evaluated on, as one family."""
     parse_measure(measure)
     root = Path(reports_root)
     cache: dict[str, dict[str, float]] = {}
-    rows = []
     for i, pair in enumerate(pairs):
         if len(pair) != 2:
             raise InputError(f"expected [baseline, candidate], got {pair!r}", field=f"compare.pairs[{i}]")
         for name in pair:
             if name not in cache:
                 cache[name] = read_per_query(root / name / "per_query.json", measure)
-        row = compare_values(cache[pair[0]], cache[pair[1]], ci_level, resamples, permutations, seed)
+    rows = compare_family([(cache[a], cache[b]) for a, b in pairs], family_level, permutations, seed)
+    for i, (pair, row) in enumerate(zip(pairs, rows)):
         if row is None:
             raise InputError(f"{pair[0]} and {pair[1]} share no evaluated query", str(root),
                              field=f"compare.pairs[{i}]")
-        rows.append({"baseline": pair[0], "candidate": pair[1], **row})
-    for row, adjusted in zip(rows, stats.holm([r["p_value"] for r in rows])):
-        row["p_holm"] = adjusted
-    return {"measure": measure, "ci_level": ci_level, "resamples": resamples, "permutations": permutations,
-            "seed": seed, "pairs": {f"{r['baseline']} vs {r['candidate']}": r for r in rows}}
+    return {"measure": measure, **family_header(len(rows), family_level, permutations, seed),
+            "pairs": {f"{a} vs {b}": {"baseline": a, "candidate": b, **row} for (a, b), row in zip(pairs, rows)}}
+
+
+def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, float]:
+    return {q: v[measure] for q, v in per_query.items() if measure in v}
+
+
+def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str], family_level: float = 0.95,
+                 permutations: int = 10000, seed: int = 0) -> dict:
+    """Two runs on the same qrels, one comparison per measure, the measures as one family."""
+    measures = list(dict.fromkeys(measures))
+    base, head = evaluate(qrels, base_run, measures), evaluate(qrels, head_run, measures)
+    rows = compare_family([(_values(base.per_query, m), _values(head.per_query, m)) for m in measures],
+                          family_level, permutations, seed)
+    return {**family_header(sum(r is not None for r in rows), family_level, permutations, seed),
+            "measures": {m: row for m, row in zip(measures, rows) if row is not None}}
+
+
+def format_p(row: dict) -> str:
+    return f"{row['p_adjusted']:.4f}"
+
+
+def format_mde(mde: float) -> str:
+    return "-" if math.isnan(mde) else f"±{mde:.4f}"
+
+
+def rule_sentence(header: dict, what: str) -> str:
+    """How the intervals and p-values of a family were made, for every markdown output."""
+    m, level = header["family_size"], header["family_level"]
+    return (f"{level:.0%} simultaneous intervals across the {m} {what} ({header['adjustment'].capitalize()}: "
+            f"{header['level']:.2%} each). Each interval holds the shifts that a paired randomization test "
+            f"({header['permutations']} random sign assignments, seed {header['seed']}) does not reject at "
+            f"that level, and p is that test's p at 0, adjusted the same way: p <= {1 - level:.2f} exactly when "
+            "the interval excludes 0. MDE: the smallest true difference found with "
+            f"{header['power']:.0%} power at that level over that many queries; a difference well inside it "
+            "is noise.")
+
+
+def rough_tail_note(rows, header: dict) -> list[str]:
+    rows = list(rows)
+    notes = []
+    if any(math.isinf(r["ci_low"]) or math.isinf(r["ci_high"]) for r in rows):
+        notes.append("\nNote: an unbounded interval means too few queries for that level: not even a "
+                     "difference of the same sign on every query could be told from noise.")
+    if any(r["tail"] < 10 for r in rows):
+        notes.append(f"\nNote: fewer than 10 sign flips beyond each end of some intervals; raise "
+                     f"evaluate.permutations (now {header['permutations']}) for steadier interval ends.")
+    return notes
 
 
 def to_markdown(result: dict) -> str:
-    m, level = result["measure"], result["ci_level"]
+    if "family_size" not in result:  # written before the one rule: its p and intervals may disagree
+        raise InputError("a compare.json from before simultaneous intervals: rerun the compare stage",
+                         field="family_size")
+    m, level = result["measure"], result["family_level"]
     lines = [f"# Paired comparison on {m}", "",
              ("Difference = candidate - baseline over the queries both were evaluated on; "
-              f"{level:.0%} percentile bootstrap CI ({result['resamples']} resamples), two-sided paired "
-              f"randomization p ({result['permutations']} sign flips), Holm-adjusted across "
-              f"{len(result['pairs'])} pairs; seed {result['seed']}."), "",
+              + rule_sentence(result, "comparisons below")), "",
              (f"| baseline | candidate | queries | baseline {m} | candidate {m} | difference | "
-              f"{level:.0%} CI | p | p (Holm) | win/tie/loss | verdict |"),
+              f"{level:.0%} simultaneous interval | p ({result['adjustment']}) | MDE | win/tie/loss | verdict |"),
              "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
     for r in result["pairs"].values():
         lines.append(f"| {r['baseline']} | {r['candidate']} | {r['queries']} | {r['baseline_mean']:.4f} | "
                      f"{r['candidate_mean']:.4f} | {r['mean_difference']:+.4f} | "
-                     f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | {r['p_value']:.4f} | {r['p_holm']:.4f} | "
-                     f"{r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |")
-    odd = [r for r in result["pairs"].values() if r["queries_only_in_one"]]
-    for r in odd:
-        lines.append(f"\nNote: {r['queries_only_in_one']} queries were evaluated for only one of "
-                     f"{r['baseline']} and {r['candidate']} and are left out of that pair.")
+                     f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
+                     f"{format_p(r)} | "
+                     f"{format_mde(r['mde'])} | {r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |")
+    for r in result["pairs"].values():
+        if r["queries_only_in_one"]:
+            lines.append(f"\nNote: {r['queries_only_in_one']} queries were evaluated for only one of "
+                         f"{r['baseline']} and {r['candidate']} and are left out of that pair.")
+    lines += rough_tail_note(result["pairs"].values(), result)
     return "\n".join(lines) + "\n"
+
+
+def runs_to_text(result: dict, base_name: str, head_name: str) -> str:
+    """The ``compare-runs`` table: one line per measure."""
+    header = ["measure", "queries", "base", "head", "difference", "interval", f"p ({result['adjustment']})",
+              "MDE", "win/tie/loss", "verdict"]
+    rows = [[m, str(r["queries"]), f"{r['baseline_mean']:.4f}", f"{r['candidate_mean']:.4f}",
+             f"{r['mean_difference']:+.4f}", f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]",
+             format_p(r), format_mde(r["mde"]),
+             f"{r['wins']}/{r['ties']}/{r['losses']}", verdict(r["ci_low"], r["ci_high"], "head", "base")]
+            for m, r in result["measures"].items()]
+    widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
+    text = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [header] + rows]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    notes = [n.strip() for n in rough_tail_note(result["measures"].values(), result)]
+    return "\n".join([f"base: {base_name}   head: {head_name}   difference = head - base", *text, "",
+                      rule_sentence(result, "measures"), *notes]) + "\n"

@@ -1,10 +1,19 @@
-"""``retrieval-lab report``: what a branch changed, and whether the change is real.
+"""``retrieval-lab report``: what a branch changed, whether the change is real, and what broke.
 
 Reads two revisions of the pipeline's results (git-tracked metrics and DVC-cached
 per-query values, fetched with ``dvc.api`` from the cache or the remote) and writes
-``report.md`` with: the ``dvc metrics diff`` table, paired bootstrap CIs per retriever
-on per-query values (head - base), the queries that gained or lost most with their
-first-positive ranks, and PNG plots (recall@k base vs head, training loss curves).
+``report.md``, first screen first:
+
+1. a verdict line and one row per retriever whose per-query results changed: the key
+   measures (``compare.measure`` + ``compare.key_measures``) base -> head, the difference
+   with its simultaneous interval across every comparison in the table (the one rule of
+   ``stats.paired_comparison``) and its minimum detectable effect; unchanged retrievers
+   in one line;
+2. the gate: measures whose interval lies entirely below -tolerance (``regressions``);
+3. the queries that lost most, grouped by the head run's failure-diagnosis class, with
+   their first-positive rank before and after;
+4. PNG plots (recall@k base vs head, training loss), then the full ``dvc metrics diff``
+   (changed values only, measures apart from bookkeeping counts) in a collapsed block.
 """
 
 from __future__ import annotations
@@ -13,13 +22,30 @@ import csv
 import io
 import json
 import subprocess
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .comparison import compare_values, per_query_values
+from .comparison import (
+    compare_family,
+    family_header,
+    format_mde,
+    format_p,
+    per_query_measures,
+    rough_tail_note,
+    rule_sentence,
+)
 from .core.atomic import atomic_path
 from .core.config import Params
+from .core.errors import InputError
+from .diagnosis import CLASSES
+from .metrics import parse_measure
 
 WORKSPACE = None  # head = the working tree
+STILL_IN_TOP = "in_top_k"  # a loser the head run still ranks a positive for within diagnose k
+NO_DIAGNOSIS = "no_diagnosis"
+LOSS_CLASSES = {**CLASSES, STILL_IN_TOP: "a positive is still in the top k, lower than before",
+                NO_DIAGNOSIS: "the head revision has no diagnosis.json for this retriever"}
 
 
 def read_at(path: str, rev: str | None, repo: str = ".") -> str | None:
@@ -37,27 +63,122 @@ def read_at(path: str, rev: str | None, repo: str = ".") -> str | None:
 
 def metrics_diff(base: str, head: str | None, repo: str = ".") -> dict:
     """``dvc metrics diff --json`` between the two revisions (head None: the workspace)."""
-    cmd = ["dvc", "metrics", "diff", "--json", "--all", base] + ([head] if head else [])
+    cmd = [sys.executable, "-m", "dvc", "metrics", "diff", "--json", "--all", base] + ([head] if head else [])
     out = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=True).stdout
     return json.loads(out) if out.strip() else {}
 
 
+# ----------------------------------------------------------------------------- metrics diff
+
+
+def is_measure_field(name: str) -> bool:
+    """A metrics field that is a measure (``nDCG@10``, ``val.R@100``) or a loss; the rest is bookkeeping."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf == "loss" or leaf.endswith("_loss"):
+        return True
+    try:
+        parse_measure(leaf)
+    except InputError:
+        return False
+    return True
+
+
 def _number(x) -> str:
-    return f"{x:.4f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else str(x)
+    if not isinstance(x, float):
+        return str(x)  # counts stay counts
+    return f"{x:.4f}"
 
 
-def metrics_table(diff: dict) -> list[str]:
-    lines = ["| file | metric | base | head | change |", "|---|---|---:|---:|---:|"]
+def changed_fields(diff: dict) -> tuple[list[tuple], list[tuple]]:
+    """(measures, bookkeeping): (file, field, old, new, change) for every value that differs.
+
+    ``compare.json`` files are left out: their statistics are the compare stage's own report.
+    """
+    measures, bookkeeping = [], []
     for path in sorted(diff):
+        if Path(path).name == "compare.json":
+            continue
         for name, v in sorted(diff[path].items()):
-            change = v.get("diff")
-            lines.append(f"| {path} | {name} | {_number(v.get('old'))} | {_number(v.get('new'))} | "
-                         f"{'' if change is None else _number(change)} |")
+            old, new = v.get("old"), v.get("new")
+            if old == new:
+                continue
+            (measures if is_measure_field(name) else bookkeeping).append((path, name, old, new, v.get("diff")))
+    return measures, bookkeeping
+
+
+def _diff_table(rows: list[tuple]) -> list[str]:
+    lines = ["| file | field | base | head | change |", "|---|---|---:|---:|---:|"]
+    for path, name, old, new, change in rows:
+        lines.append(f"| {path} | {name} | {_number(old)} | {_number(new)} | "
+                     f"{'' if change is None else _number(change)} |")
     return lines
 
 
-def _first_ranks(text: str) -> dict[str, int | None]:
-    return {q: e.get("first_positive_rank") for q, e in json.loads(text)["queries"].items()}
+# ----------------------------------------------------------------------------- per retriever
+
+
+@dataclass
+class Retriever:
+    name: str
+    sources: tuple[str, str]  # where base and head came from, for error messages
+    base: dict | None  # per_query.json "queries" at each revision; None when absent
+    head: dict | None
+    stats: dict[str, dict] = field(default_factory=dict)  # measure -> comparison row
+
+    @property
+    def status(self) -> str:
+        if self.base is None or self.head is None:
+            return "missing at base" if self.base is None else "missing at head"
+        return "unchanged" if self.base == self.head else "changed"
+
+    def values(self, measure: str, which: str) -> dict[str, float]:
+        entries, source = (self.base, self.sources[0]) if which == "base" else (self.head, self.sources[1])
+        out = {}
+        for qid, entry in entries.items():
+            measures = entry.get("measures", {})
+            if measure not in measures:
+                raise InputError(f"no value for {measure!r} (add it to evaluate.measures)", source,
+                                 field=f"queries.{qid}.measures")
+            out[qid] = float(measures[measure])
+        return out
+
+
+def _discover(ds: str, head: str | None, repo: str) -> list[str]:
+    root = Path(repo) / "reports" / ds
+    if head is WORKSPACE:
+        found = sorted(p.parent.name for p in root.glob("*/per_query.json"))
+        if found:
+            return found
+    import yaml  # head is a revision (or an empty workspace): ask its dvc.lock which per_query files it tracks
+
+    lock = yaml.safe_load(read_at("dvc.lock", head, repo) or "{}") or {}
+    return sorted({Path(o["path"]).parent.name for s in lock.get("stages", {}).values()
+                   for o in s.get("outs", []) if o["path"].startswith(f"reports/{ds}/")
+                   and o["path"].endswith("per_query.json")})
+
+
+def _first_rank(entries: dict, qid: str) -> str:
+    rank = entries.get(qid, {}).get("first_positive_rank")
+    return "not found" if rank is None else str(rank)
+
+
+def losses_by_class(retriever: Retriever, measure: str, diagnosis: dict | None) -> dict[str, list[dict]]:
+    """Queries whose ``measure`` fell, most first, grouped by the head run's diagnosis class."""
+    base, head = retriever.values(measure, "base"), retriever.values(measure, "head")
+    diagnosed = {q["query"]: q for q in (diagnosis or {}).get("queries", [])}
+    groups: dict[str, list[dict]] = {}
+    losers = sorted((head[q] - base[q], q) for q in set(base) & set(head) if head[q] - base[q] < -1e-12)
+    for change, qid in losers:
+        entry = diagnosed.get(qid)
+        cls = NO_DIAGNOSIS if diagnosis is None else (entry["class"] if entry else STILL_IN_TOP)
+        groups.setdefault(cls, []).append({
+            "query": qid, "base": base[qid], "head": head[qid], "change": change,
+            "rank_base": _first_rank(retriever.base, qid), "rank_head": _first_rank(retriever.head, qid),
+            "near_duplicates": bool(entry and entry.get("near_duplicates"))})
+    return {cls: groups[cls] for cls in LOSS_CLASSES if cls in groups}
+
+
+# ----------------------------------------------------------------------------- plots
 
 
 def _curve(text: str | None) -> tuple[list[int], list[float]] | None:
@@ -100,65 +221,163 @@ def _plot(series: dict[str, tuple[list, list] | None], title: str, xlabel: str, 
     return True
 
 
+# ----------------------------------------------------------------------------- markdown
+
+
+def _interval(row: dict) -> str:
+    return f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
+
+
+def _named(items: list[tuple[str, str, dict]]) -> str:
+    return "; ".join(f"{name} {m} {row['mean_difference']:+.4f} {_interval(row)}" for name, m, row in items)
+
+
+def _below(tolerance: float) -> str:
+    return "0" if tolerance == 0 else f"-{tolerance:g}"
+
+
+def verdict_line(changed: int, total: int, regressions: list, worse: list, better: list,
+                 tolerance: float) -> str:
+    """The report's first line: what the gate decided and why, in one sentence."""
+    if regressions:
+        return (f"**Regression**: {len(regressions)} measure(s) with the whole interval below "
+                f"{_below(tolerance)}: {_named(regressions)}.")
+    if changed == 0:
+        return f"**No change**: all {total} retrievers have identical per-query results at both revisions."
+    parts = []
+    if better:
+        parts.append(f"better: {_named(better)}")
+    if worse:
+        parts.append(f"worse, within the tolerance {tolerance:g}: {_named(worse)}")
+    if not parts:
+        return (f"**No significant change**: {changed} of {total} retrievers changed, and no simultaneous "
+                "interval excludes 0.")
+    head = "**Improvement**" if better and not worse else "**Mixed, within tolerance**"
+    return f"{head} ({changed} of {total} retrievers changed): " + "; ".join(parts) + "."
+
+
+def _cell(row: dict) -> str:
+    diff = f"{row['mean_difference']:+.4f}"
+    if row["ci_low"] > 0 or row["ci_high"] < 0:
+        diff = f"**{diff}**"
+    return (f"{row['baseline_mean']:.4f} → {row['candidate_mean']:.4f}<br>{diff} {_interval(row)}"
+            f"<br>MDE {format_mde(row['mde'])}")
+
+
+def _short_verdict(stats: dict[str, dict]) -> str:
+    better = [m for m, r in stats.items() if r["ci_low"] > 0]
+    worse = [m for m, r in stats.items() if r["ci_high"] < 0]
+    parts = ([f"better on {', '.join(better)}"] if better else []) + ([f"worse on {', '.join(worse)}"] if worse else [])
+    return "; ".join(parts) or "no significant difference"
+
+
 def build_report(base: str, head: str | None, out_dir: str | Path, params: Params, repo: str = ".",
-                 retrievers: list[str] | None = None, top: int = 5) -> dict:
-    """Write ``out_dir/report.md`` and PNGs; return the per-retriever statistics."""
+                 retrievers: list[str] | None = None, top: int = 10, tolerance: float = 0.0) -> dict:
+    """Write ``out_dir/report.md`` and PNGs; return per-retriever statistics and the gate's regressions."""
+    if tolerance < 0:
+        raise InputError(f"tolerance must be >= 0, got {tolerance}", field="--tolerance")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ds, measure, ev = params.dataset, params.compare.measure, params.evaluate
+    ds, ev = params.dataset, params.evaluate
+    measure = params.compare.measure
+    key_measures = list(dict.fromkeys([measure] + params.compare.key_measures))
+    for name in key_measures:
+        parse_measure(name)
     head_name = head or "workspace"
-    if retrievers is None:
-        root = Path(repo) / "reports" / ds
-        retrievers = sorted(p.parent.name for p in root.glob("*/per_query.json")) if head is None else []
-        if not retrievers:  # head is a revision: ask DVC which per_query files it tracks
-            import yaml
-
-            lock = yaml.safe_load(read_at("dvc.lock", head, repo) or "{}") or {}
-            retrievers = sorted({Path(o["path"]).parent.name for s in lock.get("stages", {}).values()
-                                 for o in s.get("outs", []) if o["path"].endswith("per_query.json")})
-    diff = metrics_diff(base, head, repo)
-    lines = [f"# Retrieval report: `{head_name}` against `{base}` ({ds})", "",
-             "## Metrics (`dvc metrics diff`)", ""] + metrics_table(diff) + [""]
-    lines += [f"## Paired bootstrap on {measure} per retriever (head - base)", "",
-              (f"{ev.ci_level:.0%} percentile CI over test queries, {ev.resamples} resamples, seed {ev.seed}; "
-               "randomization p-value from paired sign flips."), "",
-              "| retriever | queries | base | head | difference | CI | p | win/tie/loss | verdict |",
-              "|---|---:|---:|---:|---:|---|---:|---|---|"]
-    results, movers, plots = {}, [], []
-    for name in retrievers:
+    names = retrievers if retrievers is not None else _discover(ds, head, repo)
+    found: list[Retriever] = []
+    for name in names:
         path = f"reports/{ds}/{name}/per_query.json"
         old, new = read_at(path, base, repo), read_at(path, head, repo)
-        if old is None or new is None:
-            lines.append(f"| {name} | | | | | missing at {'base' if old is None else 'head'} | | | |")
+        sources = (f"{base}:{path}", f"{head_name}:{path}")
+        found.append(Retriever(name, sources, None if old is None else per_query_measures(old, sources[0]),
+                               None if new is None else per_query_measures(new, sources[1])))
+
+    changed = [r for r in found if r.status == "changed"]
+    items = [(r, m) for r in changed for m in key_measures]
+    rows = compare_family([(r.values(m, "base"), r.values(m, "head")) for r, m in items],
+                          ev.ci_level, ev.permutations, ev.seed)
+    for (r, m), row in zip(items, rows):
+        if row is not None:
+            r.stats[m] = row
+    header = family_header(sum(row is not None for row in rows), ev.ci_level, ev.permutations, ev.seed)
+    judged = [(r.name, m, row) for r in changed for m, row in r.stats.items()]
+    regressions = [x for x in judged if x[2]["ci_high"] < -tolerance]
+    worse = [x for x in judged if x[2]["ci_high"] < 0 and x not in regressions]
+    better = [x for x in judged if x[2]["ci_low"] > 0]
+
+    lines = [verdict_line(len(changed), len(found), regressions, worse, better, tolerance), "",
+             f"# Retrieval report: `{head_name}` against `{base}` ({ds})", ""]
+    if changed:
+        lines += [f"| retriever | queries | {' | '.join(key_measures)} | verdict |",
+                  "|---|---:|" + "---|" * len(key_measures) + "---|"]
+        for r in changed:
+            cells = [_cell(r.stats[m]) if m in r.stats else "no shared query" for m in key_measures]
+            queries = max((row["queries"] for row in r.stats.values()), default=0)
+            lines.append(f"| {r.name} | {queries} | {' | '.join(cells)} | {_short_verdict(r.stats)} |")
+        lines += ["", "Each cell: base → head, difference head - base with its interval, minimum detectable "
+                      "effect. " + rule_sentence(header, "comparisons in this table"), ""]
+    unchanged = [r.name for r in found if r.status == "unchanged"]
+    if unchanged:
+        lines.append(f"Unchanged (identical per-query results): {', '.join(unchanged)}.")
+    for status in ("missing at base", "missing at head"):
+        gone = [r.name for r in found if r.status == status]
+        if gone:
+            lines.append(f"{status.capitalize()} (not compared): {', '.join(gone)}.")
+    crossed = ", ".join(f"{n} {m}" for n, m, _ in regressions) or "none"
+    lines += ["", (f"Gate (`--fail-on-regression`, tolerance {tolerance:g}): fails when a difference's whole "
+                  f"interval lies below {_below(tolerance)}. Crossed: {crossed}.")]
+    lines += rough_tail_note([row for row in rows if row is not None], header)
+
+    if judged:
+        lines += ["", "<details><summary>Every comparison</summary>", "",
+                  ("| retriever | measure | queries | base | head | difference | interval | "
+                  f"p ({header['adjustment']}) | MDE | win/tie/loss | verdict |"),
+                  "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
+        for name, m, row in judged:
+            lines.append(f"| {name} | {m} | {row['queries']} | {row['baseline_mean']:.4f} | "
+                         f"{row['candidate_mean']:.4f} | {row['mean_difference']:+.4f} | {_interval(row)} | "
+                         f"{format_p(row)} | "
+                         f"{format_mde(row['mde'])} | {row['wins']}/{row['ties']}/{row['losses']} | "
+                         f"{row['verdict'].replace('candidate', 'head').replace('baseline', 'base')} |")
+        lines += ["", "</details>"]
+
+    losses = {}
+    lines += ["", f"## Queries that moved most: losses on {measure}, by the head run's failure class", ""]
+    for r in changed:
+        diagnosis_text = read_at(f"reports/{ds}/{r.name}/diagnosis.json", head, repo)
+        diagnosis = json.loads(diagnosis_text) if diagnosis_text else None
+        groups = losses_by_class(r, measure, diagnosis)
+        losses[r.name] = groups
+        lost = sum(len(g) for g in groups.values())
+        gained = r.stats.get(measure, {}).get("wins", 0)
+        lines += [f"### {r.name}: {lost} queries lost, {gained} gained", ""]
+        if not groups:
             continue
-        a, b = per_query_values(old, measure, f"{base}:{path}"), per_query_values(new, measure, f"{head_name}:{path}")
-        row = compare_values(a, b, ev.ci_level, ev.resamples, ev.permutations, ev.seed)
-        if row is None:
-            continue
-        results[name] = row
-        lines.append(f"| {name} | {row['queries']} | {row['baseline_mean']:.4f} | {row['candidate_mean']:.4f} | "
-                     f"{row['mean_difference']:+.4f} | [{row['ci_low']:+.4f}, {row['ci_high']:+.4f}] | "
-                     f"{row['p_value']:.4f} | {row['wins']}/{row['ties']}/{row['losses']} | "
-                     f"{row['verdict'].replace('candidate', 'head').replace('baseline', 'base')} |")
-        ra, rb = _first_ranks(old), _first_ranks(new)
-        for q in set(a) & set(b):
-            if a[q] != b[q]:
-                movers.append((b[q] - a[q], name, q, a[q], b[q], ra.get(q), rb.get(q)))
-        if row["mean_difference"] != 0 or row["wins"] or row["losses"]:
-            png = out_dir / f"recall_{name}.png"
-            curve = f"reports/{ds}/{name}/recall_curve.csv"
-            if _plot({f"base {base}": _curve(read_at(curve, base, repo)),
-                      f"head {head_name}": _curve(read_at(curve, head, repo))},
-                     f"Recall@k: {name}", "k (cutoff)", "recall@k", png, xlog=True):
-                plots.append(png.name)
-    lines += ["", f"## Queries that moved most on {measure}", ""]
-    if movers:
-        lines += ["| retriever | query | base | head | first positive rank base → head |", "|---|---|---:|---:|---|"]
-        movers.sort(key=lambda m: (-abs(m[0]), m[1], m[2]))
-        for change, name, q, va, vb, rka, rkb in movers[:2 * top]:
-            lines.append(f"| {name} | {q} | {va:.3f} | {vb:.3f} | {rka or 'not found'} → {rkb or 'not found'} |")
-    else:
-        lines.append("No query changed.")
+        k = (diagnosis or {}).get("k", ev.diagnose_k)
+        lines += ["| class (head run) | queries | near duplicates in top k | meaning |", "|---|---:|---:|---|"]
+        lines += [f"| {cls} | {len(g)} | {sum(q['near_duplicates'] for q in g)} | {LOSS_CLASSES[cls]} |"
+                  for cls, g in groups.items()]
+        lines += ["", f"| class | query | {measure} base → head | first positive rank base → head (k = {k}) |",
+                  "|---|---|---|---|"]
+        for cls, group in groups.items():
+            for q in group[:top]:
+                lines.append(f"| {cls} | {q['query']} | {q['base']:.3f} → {q['head']:.3f} ({q['change']:+.3f}) | "
+                             f"{q['rank_base']} → {q['rank_head']} |")
+            if len(group) > top:
+                lines.append(f"| {cls} | … {len(group) - top} more | | |")
+        lines.append("")
+    if not changed:
+        lines.append("No retriever changed.")
+
+    plots = []
+    for r in changed:
+        png = out_dir / f"recall_{r.name}.png"
+        curve = f"reports/{ds}/{r.name}/recall_curve.csv"
+        if _plot({f"base {base}": _curve(read_at(curve, base, repo)),
+                  f"head {head_name}": _curve(read_at(curve, head, repo))},
+                 f"Recall@k: {r.name}", "k (cutoff)", "recall@k", png, xlog=True):
+            plots.append(png.name)
     loss_series = {}
     for variant in params.train.variants:
         path = f"dvclive/{ds}/{variant}/plots/metrics/train/loss.tsv"
@@ -168,6 +387,18 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
         plots.append("training_loss.png")
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+
+    diff = metrics_diff(base, head, repo)
+    measures_changed, bookkeeping = changed_fields(diff)
+    lines += ["", (f"<details><summary><code>dvc metrics diff</code>: {len(measures_changed)} measure values changed"
+                  "</summary>"), ""]
+    lines += _diff_table(measures_changed) if measures_changed else ["No measure changed."]
+    if bookkeeping:
+        lines += ["", "Bookkeeping fields that changed (counts and settings, not measures):", ""]
+        lines += _diff_table(bookkeeping)
+    lines += ["", "</details>"]
     with atomic_path(out_dir / "report.md") as tmp:
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return {"retrievers": results, "plots": plots, "metrics_diff": diff}
+    return {"retrievers": {r.name: r.stats for r in changed}, "unchanged": unchanged, "family": header,
+            "regressions": [{"retriever": n, "measure": m, **row} for n, m, row in regressions],
+            "losses": losses, "plots": plots, "metrics_diff": diff}

@@ -6,7 +6,8 @@ import argparse
 
 from ..core.config import add_params_args, params_of
 
-HELP = "paired bootstrap / randomization comparison of run pairs (compare.pairs) from their per_query.json"
+HELP = ("paired comparison of run pairs (compare.pairs) from their per_query.json: simultaneous randomization "
+        "intervals across the pairs, adjusted p, MDE, win/tie/loss")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -23,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     params = params_of(args)
     ev = params.evaluate
     result = compare(args.reports_root, params.compare.pairs, params.compare.measure, ev.ci_level,
-                     ev.resamples, ev.permutations, ev.seed)
+                     ev.permutations, ev.seed)
     write_json(args.output, result)
     text = to_markdown(result)
     write_text(args.markdown, text)

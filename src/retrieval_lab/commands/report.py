@@ -1,10 +1,13 @@
+"""``retrieval-lab report``: the pull-request report, and with ``--fail-on-regression`` a gate."""
+
 from __future__ import annotations
 
 import argparse
 
 from ..core.config import add_params_args, params_of
 
-HELP = "markdown report of what a revision changed: metrics diff, bootstrap CIs, moved queries, plots"
+HELP = ("markdown report of what a revision changed: verdict, simultaneous intervals of the key measures, "
+        "losses by failure class, plots, metrics diff; --fail-on-regression exits 1 on a real regression")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -12,13 +15,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head", default=None, help="git revision to report on (default: the workspace)")
     parser.add_argument("--output", default="reports/pr", help="folder for report.md and PNGs")
     parser.add_argument("--repo", default=".", help="repository root")
+    parser.add_argument("--fail-on-regression", action="store_true",
+                        help="exit 1 when a retriever's key measure has its whole interval below -tolerance")
+    parser.add_argument("--tolerance", type=float, default=0.0, metavar="T",
+                        help="losses the gate accepts: it fails only when the interval's upper end is below -T "
+                             "(default 0)")
     add_params_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..reporting import build_report
 
-    result = build_report(args.base, args.head, args.output, params_of(args), repo=args.repo)
-    print(f"wrote {args.output}/report.md ({len(result['retrievers'])} retrievers compared, "
-          f"{len(result['plots'])} plots)")
-    return 0
+    result = build_report(args.base, args.head, args.output, params_of(args), repo=args.repo,
+                          tolerance=args.tolerance)
+    print(f"wrote {args.output}/report.md ({len(result['retrievers'])} retrievers changed, "
+          f"{len(result['unchanged'])} unchanged, {len(result['plots'])} plots)")
+    for r in result["regressions"]:
+        print(f"REGRESSION: {r['retriever']} {r['measure']} {r['mean_difference']:+.4f} "
+              f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] lies entirely below {(-args.tolerance or 0.0):g}")
+    return 1 if args.fail_on_regression and result["regressions"] else 0

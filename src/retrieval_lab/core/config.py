@@ -132,9 +132,8 @@ class EvaluateParams:
         "AP@10", "AP@100", "Judged@10"])
     diagnose_k: int = 10
     judged_threshold: float = 0.5
-    ci_level: float = 0.95
-    resamples: int = 2000
-    permutations: int = 5000
+    ci_level: float = 0.95    # family level of the simultaneous intervals (compare, report, compare-runs)
+    permutations: int = 10000   # random sign flips of the paired randomization test
     seed: int = 5
 
 
@@ -142,6 +141,7 @@ class EvaluateParams:
 class CompareParams:
     pairs: list[list[str]] = field(default_factory=lambda: [["dense", "dense-ft-hard"]])
     measure: str = "nDCG@10"
+    key_measures: list[str] = field(default_factory=lambda: ["R@100", "RR@10"])  # report: beside measure
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,30 @@
+"""``retrieval-lab pr-comment``: post the report on a pull request, or update the comment already there."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "keep one pull-request comment with the report up to date (found by a hidden marker); token in GITHUB_TOKEN"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repository", required=True, metavar="OWNER/NAME", help="e.g. $GITHUB_REPOSITORY")
+    parser.add_argument("--pr", required=True, type=int, help="pull request number")
+    parser.add_argument("--body-file", required=True, help="markdown to post (retrieval-lab report's report.md)")
+    parser.add_argument("--api-url", default="https://api.github.com", help="GitHub API root ($GITHUB_API_URL)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    from ..core.errors import InputError
+    from ..pr_comment import GitHubAPI, upsert_comment
+
+    path = Path(args.body_file)
+    if not path.is_file():
+        raise InputError("file not found (run retrieval-lab report first)", str(path))
+    api = GitHubAPI(args.repository, os.environ.get("GITHUB_TOKEN", ""), args.api_url)
+    action, comment_id = upsert_comment(api, args.pr, path.read_text(encoding="utf-8"))
+    print(f"{action} comment {comment_id} on {args.repository}#{args.pr}")
+    return 0

@@ -1,0 +1,110 @@
+"""One pull-request comment per report, kept up to date instead of a new one on every push.
+
+The comment starts with a hidden marker; ``upsert_comment`` finds the comment that starts
+with it and edits it, or posts one when there is none. GitHub's REST API (a pull
+request is an issue, so its conversation comments are issue comments):
+
+    GET   /repos/{owner}/{name}/issues/{number}/comments?per_page=100&page=N
+    POST  /repos/{owner}/{name}/issues/{number}/comments        {"body": ...}
+    PATCH /repos/{owner}/{name}/issues/comments/{comment_id}     {"body": ...}
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Protocol
+
+from .core.errors import InputError
+
+MARKER = "<!-- retrieval-lab-report -->"
+MAX_BODY = 65536  # GitHub refuses longer comment bodies
+PAGE = 100
+
+
+class CommentAPI(Protocol):
+    def list_comments(self, number: int) -> list[dict]: ...
+    def create_comment(self, number: int, body: str) -> dict: ...
+    def update_comment(self, comment_id: int, body: str) -> dict: ...
+
+
+def comment_body(report: str, marker: str = MARKER, limit: int = MAX_BODY) -> str:
+    """The marker, then the report; cut to ``limit`` characters with a note saying so."""
+    body = f"{marker}\n{report}"
+    if len(body) <= limit:
+        return body
+    note = "\n\n… (cut to fit a comment: the full report.md is in the job's artifacts)\n"
+    return body[:limit - len(note)] + note
+
+
+def upsert_comment(api: CommentAPI, number: int, report: str, marker: str = MARKER) -> tuple[str, int]:
+    """Edit the comment of pull request ``number`` that starts with ``marker``, or post one.
+
+    Returns ("created" | "updated" | "unchanged", comment id). A comment merely quoting the
+    marker (a reply) does not start with it and is left alone; when several start with it
+    (older tooling), the oldest is kept current.
+    """
+    body = comment_body(report, marker)
+    ours = [c for c in api.list_comments(number) if (c.get("body") or "").startswith(marker)]
+    if not ours:
+        return "created", int(api.create_comment(number, body)["id"])
+    oldest = min(ours, key=lambda c: c["id"])
+    if oldest.get("body") == body:
+        return "unchanged", int(oldest["id"])
+    api.update_comment(int(oldest["id"]), body)
+    return "updated", int(oldest["id"])
+
+
+Send = Callable[[urllib.request.Request], bytes]
+
+
+def _urlopen(request: urllib.request.Request) -> bytes:
+    with urllib.request.urlopen(request, timeout=30) as response:  # https only: GitHubAPI checks the URL
+        return response.read()
+
+
+class GitHubAPI:
+    """``CommentAPI`` over GitHub's REST API; ``send`` performs one request (swapped out in tests)."""
+
+    def __init__(self, repository: str, token: str, api_url: str = "https://api.github.com",
+                 send: Send | None = None):
+        if repository.count("/") != 1 or not all(repository.split("/")):
+            raise InputError(f"expected OWNER/NAME, got {repository!r}", field="--repository")
+        if not token:
+            raise InputError("no GitHub token (set GITHUB_TOKEN)", field="GITHUB_TOKEN")
+        if not api_url.startswith("https://"):
+            raise InputError(f"the API URL must be https, got {api_url!r}", field="--api-url")
+        self.repository, self.token, self.api_url = repository, token, api_url.rstrip("/")
+        self.send = send or _urlopen
+
+    def _call(self, method: str, path: str, payload: dict | None = None):
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        request = urllib.request.Request(f"{self.api_url}{path}", data=data, method=method, headers={
+            "Accept": "application/vnd.github+json", "Authorization": f"Bearer {self.token}",
+            "X-GitHub-Api-Version": "2022-11-28", "Content-Type": "application/json",
+            "User-Agent": "retrieval-lab"})
+        try:
+            raw = self.send(request)
+        except urllib.error.HTTPError as exc:
+            raise InputError(f"GitHub API {method} {path}: HTTP {exc.code} {exc.reason}") from None
+        except urllib.error.URLError as exc:
+            raise InputError(f"GitHub API {method} {path}: {exc.reason}") from None
+        return json.loads(raw) if raw else None
+
+    def list_comments(self, number: int) -> list[dict]:
+        comments, page = [], 1
+        while True:
+            batch = self._call("GET", f"/repos/{self.repository}/issues/{number}/comments"
+                                      f"?per_page={PAGE}&page={page}")
+            comments += batch
+            if len(batch) < PAGE:
+                return comments
+            page += 1
+
+    def create_comment(self, number: int, body: str) -> dict:
+        return self._call("POST", f"/repos/{self.repository}/issues/{number}/comments", {"body": body})
+
+    def update_comment(self, comment_id: int, body: str) -> dict:
+        return self._call("PATCH", f"/repos/{self.repository}/issues/comments/{comment_id}", {"body": body})

@@ -1,0 +1,144 @@
+"""One comment per pull request, kept current: against a fake GitHub that answers in memory (no network)."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+from command_runner import run_command
+
+from retrieval_lab.core.errors import InputError
+from retrieval_lab.pr_comment import MARKER, GitHubAPI, comment_body, upsert_comment
+
+REPO = "team/retrieval"
+
+
+class FakeGitHub:
+    """The three issue-comment endpoints of GitHub's REST API, as ``GitHubAPI.send``."""
+
+    def __init__(self, comments: list[str] = (), number: int = 7):
+        self.number = number
+        self.comments = [{"id": 1000 + i, "body": body, "user": {"login": "someone"}} for i, body in enumerate(comments)]
+        self.requests: list[tuple[str, str, dict | None]] = []
+
+    def __call__(self, request: urllib.request.Request) -> bytes:
+        assert request.full_url.startswith("https://api.github.com/repos/team/retrieval/")
+        assert request.get_header("Authorization") == "Bearer t0ken"
+        method, path = request.get_method(), request.full_url.removeprefix("https://api.github.com")
+        payload = json.loads(request.data) if request.data else None
+        self.requests.append((method, path, payload))
+        if m := re.fullmatch(rf"/repos/{REPO}/issues/(\d+)/comments\?per_page=(\d+)&page=(\d+)", path):
+            if int(m[1]) != self.number:
+                return b"[]"
+            size, page = int(m[2]), int(m[3])
+            return json.dumps(self.comments[(page - 1) * size: page * size]).encode()
+        if method == "POST" and path == f"/repos/{REPO}/issues/{self.number}/comments":
+            comment = {"id": 5000 + len(self.comments), "body": payload["body"], "user": {"login": "bot"}}
+            self.comments.append(comment)
+            return json.dumps(comment).encode()
+        if method == "PATCH" and (m := re.fullmatch(rf"/repos/{REPO}/issues/comments/(\d+)", path)):
+            comment = next((c for c in self.comments if c["id"] == int(m[1])), None)
+            if comment is None:
+                raise urllib.error.HTTPError(request.full_url, 404, "Not Found", None, None)
+            comment["body"] = payload["body"]
+            return json.dumps(comment).encode()
+        raise AssertionError(f"unexpected request {method} {path}")
+
+
+def api(fake: FakeGitHub) -> GitHubAPI:
+    return GitHubAPI(REPO, "t0ken", send=fake)
+
+
+def ours(fake: FakeGitHub) -> list[dict]:
+    return [c for c in fake.comments if c["body"].startswith(MARKER)]
+
+
+def test_first_push_posts_one_comment_and_later_pushes_edit_it():
+    fake = FakeGitHub(["LGTM", "please add a test"])
+    assert upsert_comment(api(fake), 7, "report 1") == ("created", 5002)
+    assert fake.requests[-1] == ("POST", f"/repos/{REPO}/issues/7/comments", {"body": f"{MARKER}\nreport 1"})
+    assert upsert_comment(api(fake), 7, "report 2") == ("updated", 5002)
+    assert fake.requests[-1] == ("PATCH", f"/repos/{REPO}/issues/comments/5002", {"body": f"{MARKER}\nreport 2"})
+    assert upsert_comment(api(fake), 7, "report 2") == ("unchanged", 5002)
+    assert fake.requests[-1][0] == "GET"  # nothing written when nothing changed
+    assert [c["body"] for c in ours(fake)] == [f"{MARKER}\nreport 2"]
+    assert [c["body"] for c in fake.comments[:2]] == ["LGTM", "please add a test"]  # others untouched
+
+
+def test_our_comment_is_found_past_the_first_page():
+    # 230 comments: pages of 100, 100, 30; ours is number 150, on page 2
+    bodies = [f"comment {i}" for i in range(230)]
+    bodies[150] = f"{MARKER}\nold report"
+    fake = FakeGitHub(bodies)
+    assert upsert_comment(api(fake), 7, "new report") == ("updated", 1150)
+    pages = [p for m, p, _ in fake.requests if m == "GET"]
+    assert pages == [f"/repos/{REPO}/issues/7/comments?per_page=100&page={n}" for n in (1, 2, 3)]
+    assert len(fake.comments) == 230 and fake.comments[150]["body"] == f"{MARKER}\nnew report"
+
+
+def test_a_reply_quoting_the_marker_is_not_ours():
+    fake = FakeGitHub([f"> {MARKER}\n> old report\n\nwhy did nDCG drop?"])
+    assert upsert_comment(api(fake), 7, "report")[0] == "created"
+    assert fake.comments[0]["body"].startswith("> ")  # the reply is left as written
+    assert len(ours(fake)) == 1
+
+
+def test_of_several_marked_comments_the_oldest_is_kept_current():
+    fake = FakeGitHub(["x", f"{MARKER}\nfirst", f"{MARKER}\nsecond"])
+    assert upsert_comment(api(fake), 7, "third") == ("updated", 1001)
+    assert [c["body"] for c in fake.comments] == ["x", f"{MARKER}\nthird", f"{MARKER}\nsecond"]
+
+
+def test_a_long_report_is_cut_to_the_comment_limit():
+    body = comment_body("x" * 70_000)
+    assert len(body) == 65536 and body.startswith(MARKER) and body.endswith("in the job's artifacts)\n")
+    assert comment_body("short") == f"{MARKER}\nshort"
+
+
+def test_http_errors_and_bad_settings_are_clear():
+    class Gone(FakeGitHub):
+        def __call__(self, request):
+            if request.get_method() == "PATCH":
+                raise urllib.error.HTTPError(request.full_url, 404, "Not Found", None, None)
+            return super().__call__(request)
+
+    gone = Gone([f"{MARKER}\nold"])
+    with pytest.raises(InputError, match=r"PATCH /repos/team/retrieval/issues/comments/1000: HTTP 404 Not Found"):
+        upsert_comment(api(gone), 7, "new")
+    with pytest.raises(InputError, match="GITHUB_TOKEN"):
+        GitHubAPI(REPO, "")
+    with pytest.raises(InputError, match="OWNER/NAME"):
+        GitHubAPI("retrieval", "t0ken")
+    with pytest.raises(InputError, match="https"):
+        GitHubAPI(REPO, "t0ken", api_url="http://example.invalid")
+
+
+def test_command_reads_the_token_from_the_environment(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    (tmp_path / "report.md").write_text("**No change**\n")
+    argv = ["--repository", REPO, "--pr", "7", "--body-file", str(tmp_path / "report.md")]
+    assert run_command("pr-comment", argv) == 2
+    assert "GITHUB_TOKEN" in capsys.readouterr().err
+    assert run_command("pr-comment", argv[:-1] + [str(tmp_path / "missing.md")]) == 2
+    assert "missing.md: file not found" in capsys.readouterr().err
+    fake = FakeGitHub(["hello"])
+    monkeypatch.setattr("retrieval_lab.pr_comment._urlopen", fake)
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    assert run_command("pr-comment", argv) == 0
+    assert run_command("pr-comment", argv) == 0
+    assert capsys.readouterr().out.splitlines() == [f"created comment 5001 on {REPO}#7",
+                                                    f"unchanged comment 5001 on {REPO}#7"]
+    assert [c["body"] for c in fake.comments] == ["hello", f"{MARKER}\n**No change**\n"]
+
+
+def test_the_pull_request_workflow_gates_and_keeps_one_comment():
+    from beir_fixtures import REPO as ROOT
+
+    workflow = (ROOT / ".github" / "workflows" / "pr-report.yml").read_text()
+    assert "retrieval-lab report --base origin/${{ github.base_ref }}" in workflow
+    assert "--fail-on-regression" in workflow and "retrieval-lab pr-comment" in workflow
+    assert "gh pr comment" not in workflow  # that posted a new comment on every push
+    assert "pull-requests: write" in workflow

@@ -1,0 +1,217 @@
+"""``retrieval-lab report`` and its gate, through real git revisions and the DVC cache.
+
+A scratch repository (module fixture, a few seconds) holds a tiny BEIR dataset, two run
+files and a dvc.yaml with one evaluate stage per run. Three revisions:
+
+``main``       the base: every query's positive at rank 1 of ``bm25``, ties among the rest;
+``regressed``  ``bm25`` with the positive pushed to rank 15 for 12 of the 40 queries (30%);
+``ties``       ``bm25`` rewritten with tied documents in another order (ranks renumbered).
+
+``dense`` is the same at every revision. Per-query results come from the DVC cache at
+each revision (``dvc.api``), the metrics diff from ``dvc metrics diff``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from beir_fixtures import write_beir
+from pipeline_fixtures import sh
+
+from retrieval_lab.cli import main
+from retrieval_lab.reporting import changed_fields, is_measure_field, verdict_line
+
+QUERIES = 40
+REGRESSED = list(range(0, 36, 3))  # q00, q03, ..., q33: 12 / 40 = 30% of the queries
+DISTRACTOR_SCORES = [5, 5, 5, 5, 4, 4, 4, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1]  # ties everywhere
+
+
+def _dataset(root: Path) -> None:
+    # even queries share two tokens with their positive (a late positive is "late_rank"),
+    # odd ones share none (a late positive is a "vocabulary_gap")
+    corpus = [{"_id": f"p{i}", "title": "", "text": f"topic{i} alpha{i} procedure"} for i in range(QUERIES)]
+    corpus += [{"_id": f"x{j:02d}", "title": "", "text": f"generic filler page number{j}"} for j in range(60)]
+    queries = [{"_id": f"q{i:02d}", "text": f"topic{i} alpha{i}" if i % 2 == 0 else f"zeta{i} omega"}
+               for i in range(QUERIES)]
+    write_beir(root, corpus, queries, {"test": [(f"q{i:02d}", f"p{i}", 1) for i in range(QUERIES)]})
+
+
+def _run(positive_score: dict[int, float]) -> dict[str, dict[str, float]]:
+    run = {}
+    for i in range(QUERIES):
+        docs = {f"x{(i + k) % 60:02d}": float(s) for k, s in enumerate(DISTRACTOR_SCORES)}
+        docs[f"p{i}"] = positive_score.get(i, 10.0)
+        run[f"q{i:02d}"] = docs
+    return run
+
+
+def _write_run(path: Path, run: dict, reverse_ties: bool = False) -> None:
+    """TREC lines by score, tied documents by id descending, or ascending with ``reverse_ties``."""
+    lines = []
+    for qid, docs in run.items():
+        by_id = sorted(docs.items(), reverse=not reverse_ties)
+        order = sorted(by_id, key=lambda x: -x[1])  # stable: ties keep the id order
+        lines += [f"{qid} Q0 {d} {rank} {s} run\n" for rank, (d, s) in enumerate(order, start=1)]
+    path.write_text("".join(lines))
+
+
+def _dvc_yaml() -> dict:
+    stages = {}
+    for name in ("bm25", "dense"):
+        reports = f"reports/toy/{name}"
+        stages[f"evaluate-{name}"] = {
+            "cmd": (f'"{sys.executable}" -m retrieval_lab.cli evaluate --dataset data/toy --split test '
+                    f"--run runs/toy/{name}.trec --metrics metrics/toy/{name}.json --reports {reports}"),
+            "deps": ["data/toy", f"runs/toy/{name}.trec"],
+            "params": ["evaluate", "retrieve"],
+            "outs": [f"{reports}/per_query.json", f"{reports}/diagnosis.json",
+                     *({f"{reports}/{f}": {"cache": False}} for f in ("diagnosis.md", "recall_curve.csv",
+                                                                      "first_positive_ranks.csv",
+                                                                      "first_positive_hist.csv"))],
+            "metrics": [{f"metrics/toy/{name}.json": {"cache": False}}],
+        }
+    return {"stages": stages}
+
+
+PARAMS = {"dataset": "toy", "retrieve": {"depth": 20},
+          "evaluate": {"measures": ["nDCG@10", "R@100", "RR@10", "Judged@10"], "permutations": 4000, "seed": 5},
+          "compare": {"pairs": [["dense", "bm25"]], "measure": "nDCG@10", "key_measures": ["R@100", "RR@10"]},
+          "train": {"variants": {}}}
+
+
+def _commit(repo: Path, message: str) -> None:
+    sh(["dvc", "repro", "-q"], repo)
+    sh(["git", "add", "-A"], repo)
+    sh(["git", "commit", "-qm", message], repo)
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("gate") / "repo"
+    repo.mkdir()
+    sh(["git", "init", "-q", "-b", "main"], repo)
+    sh(["dvc", "init", "-q"], repo)
+    _dataset(repo / "data" / "toy")
+    (repo / "runs" / "toy").mkdir(parents=True)
+    _write_run(repo / "runs" / "toy" / "bm25.trec", _run({}))
+    _write_run(repo / "runs" / "toy" / "dense.trec", _run({i: 4.5 for i in range(0, QUERIES, 5)}))
+    (repo / "params.yaml").write_text(yaml.safe_dump(PARAMS, sort_keys=False))
+    (repo / "dvc.yaml").write_text(yaml.safe_dump(_dvc_yaml(), sort_keys=False))
+    _commit(repo, "base")
+
+    sh(["git", "checkout", "-q", "-b", "regressed"], repo)
+    _write_run(repo / "runs" / "toy" / "bm25.trec", _run({i: 1.5 for i in REGRESSED}))  # 14 docs score >= 2
+    _commit(repo, "bm25: positives below rank 10 for 30% of queries")
+
+    sh(["git", "checkout", "-q", "main"], repo)
+    sh(["dvc", "checkout", "-q"], repo)
+    sh(["git", "checkout", "-q", "-b", "ties"], repo)
+    _write_run(repo / "runs" / "toy" / "bm25.trec", _run({}), reverse_ties=True)
+    _commit(repo, "bm25: tied documents in another order")
+    return repo
+
+
+def _report(repo: Path, out: Path, head: str, *extra: str) -> tuple[int, str]:
+    code = main(["report", "--base", "main", "--head", head, "--repo", str(repo), "--output", str(out),
+                 "--params", str(repo / "params.yaml"), *extra])
+    return code, (out / "report.md").read_text()
+
+
+def test_the_tie_revision_really_only_reorders_tied_scores(repo):
+    base = sh(["git", "show", "main:runs/toy/bm25.trec"], repo).stdout.splitlines()
+    ties = sh(["git", "show", "ties:runs/toy/bm25.trec"], repo).stdout.splitlines()
+    assert base != ties  # another file ...
+    def triples(lines):
+        return sorted((x.split()[0], x.split()[2], x.split()[4]) for x in lines)
+
+    assert triples(base) == triples(ties)  # ... with the same (query, document, score) triples
+    assert [x.split()[2] for x in base[:5]] != [x.split()[2] for x in ties[:5]]  # tied docs listed differently
+
+
+def test_gate_fails_on_a_planted_regression(repo, tmp_path, capsys):
+    code, report = _report(repo, tmp_path / "pr", "regressed", "--fail-on-regression")
+    assert code == 1
+    first = report.splitlines()[0]
+    assert first.startswith("**Regression**: 2 measure(s) with the whole interval below 0:")
+    # nDCG@10 and RR@10: 12 of 40 queries fall from 1 (positive at rank 1) to 0: -12/40 = -0.3 exactly
+    assert "bm25 nDCG@10 -0.3000 [" in first and "bm25 RR@10 -0.3000 [" in first
+    assert "Crossed: bm25 nDCG@10, bm25 RR@10." in report
+    assert "Unchanged (identical per-query results): dense." in report
+    row = next(line for line in report.splitlines() if line.startswith("| bm25 | 40 |"))
+    assert "1.0000 → 0.7000<br>**-0.3000**" in row  # nDCG@10 base 1, head 28/40
+    assert "1.0000 → 1.0000<br>+0.0000 [+0.0000, +0.0000]" in row  # R@100: still found at rank 15
+    assert row.endswith("| worse on nDCG@10, RR@10 |")
+    # three comparisons (one changed retriever x three key measures): 98.33% each
+    assert "95% simultaneous intervals across the 3 comparisons in this table (Bonferroni: 98.33% each)" in report
+    out = capsys.readouterr().out
+    assert "REGRESSION: bm25 nDCG@10 -0.3000" in out
+    # what broke: the 12 losers by the head run's diagnosis; queries 0, 3, 6, ... 33: even ones share
+    # tokens with their positive (late_rank: 0, 6, 12, 18, 24, 30), odd ones share none (vocabulary_gap)
+    assert "### bm25: 12 queries lost, 0 gained" in report
+    assert "| late_rank | 6 | 0 |" in report and "| vocabulary_gap | 6 | 0 |" in report
+    assert "| late_rank | q06 | 1.000 → 0.000 (-1.000) | 1 → 15 |" in report
+    assert "| vocabulary_gap | q03 | 1.000 → 0.000 (-1.000) | 1 → 15 |" in report
+    # metrics diff last, collapsed, measures only; bookkeeping apart
+    details = report[report.rindex("<details>"):]
+    assert "| metrics/toy/bm25.json | nDCG@10 | 1.0000 | 0.7000 | -0.3000 |" in details
+    assert "| metrics/toy/bm25.json | failures_diagnosed | 0 | 12 | 12 |" in details.split("Bookkeeping")[1]
+    assert "R@100" not in details and "dense.json" not in details  # unchanged values are left out
+    assert (tmp_path / "pr" / "recall_bm25.png").stat().st_size > 5_000
+
+
+def test_tolerance_lets_a_small_enough_loss_through(repo, tmp_path):
+    # the RR@10 / nDCG@10 intervals lie around -0.3 +- 0.2 (40 queries, 98.33% each): a 0.6 tolerance passes
+    code, report = _report(repo, tmp_path / "pr", "regressed", "--fail-on-regression", "--tolerance", "0.6")
+    assert code == 0
+    assert report.startswith("**Mixed, within tolerance** (1 of 2 retrievers changed): worse, within the "
+                             "tolerance 0.6: bm25 nDCG@10 -0.3000 [")
+    assert "Crossed: none." in report
+
+
+def test_gate_passes_when_only_tied_scores_are_reordered(repo, tmp_path):
+    code, report = _report(repo, tmp_path / "pr", "ties", "--fail-on-regression")
+    assert code == 0
+    assert report.splitlines()[0] == ("**No change**: all 2 retrievers have identical per-query results at "
+                                      "both revisions.")
+    assert "Unchanged (identical per-query results): bm25, dense." in report
+    assert "No measure changed." in report
+
+
+def test_report_without_the_flag_never_fails(repo, tmp_path):
+    assert _report(repo, tmp_path / "pr", "regressed")[0] == 0
+
+
+def test_fields_that_are_measures_and_fields_that_are_bookkeeping():
+    assert all(is_measure_field(f) for f in ("nDCG@10", "val.R@100", "train.loss", "RR", "AP"))
+    assert not any(is_measure_field(f) for f in ("depth", "not_found_rank", "run_queries_not_in_qrels",
+                                                 "queries_evaluated", "train.lr", "step", "judged_warning"))
+    diff = {"metrics/s/bm25.json": {"nDCG@10": {"old": 0.5, "new": 0.6, "diff": 0.1},
+                                    "R@100": {"old": 0.9, "new": 0.9, "diff": 0.0},
+                                    "depth": {"old": 100, "new": 120, "diff": 20}},
+            "metrics/s/compare.json": {"pairs.a vs b.ci_low": {"old": 0.1, "new": 0.2, "diff": 0.1}}}
+    measures, bookkeeping = changed_fields(diff)
+    assert measures == [("metrics/s/bm25.json", "nDCG@10", 0.5, 0.6, 0.1)]
+    assert bookkeeping == [("metrics/s/bm25.json", "depth", 100, 120, 20)]
+
+
+def test_verdict_lines():
+    row = {"mean_difference": 0.02, "ci_low": 0.01, "ci_high": 0.03}
+    assert verdict_line(1, 3, [], [], [("a", "nDCG@10", row)], 0.0) == (
+        "**Improvement** (1 of 3 retrievers changed): better: a nDCG@10 +0.0200 [+0.0100, +0.0300].")
+    assert verdict_line(2, 3, [], [], [], 0.0) == (
+        "**No significant change**: 2 of 3 retrievers changed, and no simultaneous interval excludes 0.")
+
+
+def test_bad_inputs_are_clear_errors(repo, tmp_path, capsys):
+    assert main(["report", "--base", "main", "--head", "regressed", "--repo", str(repo), "--output",
+                 str(tmp_path / "pr"), "--params", str(repo / "params.yaml"), "--tolerance", "-1"]) == 2
+    assert "tolerance must be >= 0" in capsys.readouterr().err
+    params = dict(PARAMS, compare={**PARAMS["compare"], "key_measures": ["AP@5"]})
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    assert main(["report", "--base", "main", "--head", "regressed", "--repo", str(repo), "--output",
+                 str(tmp_path / "pr"), "--params", str(tmp_path / "p.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "main:reports/toy/bm25/per_query.json field 'queries." in err and "no value for 'AP@5'" in err
