@@ -13,7 +13,8 @@ any split), and picks negatives by strategy:
 
 The pool leaves out documents that would leak evaluation data into training:
 those relevant to any val/test query (SciFact shares one corpus between splits)
-and, for a family split, every document of a val/test family.
+and, for a family split, every document of a val/test family; and documents with
+no text (an empty negative teaches nothing).
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ def mining_pool(dataset: Dataset) -> Pool:
     for did, doc in dataset.corpus.items():
         if doc.family in heldout_families:
             excluded.setdefault(did, f"in held-out family {doc.family!r}")
+        elif not doc.content():
+            excluded.setdefault(did, "no text")
     return Pool(frozenset(set(dataset.corpus) - set(excluded)), excluded, mode, frozenset(heldout_families))
 
 

@@ -517,7 +517,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                  stop_after: int | None = None, resume: str | Path | None = None,
                  checkpoint: str | Path | None = None, progress: bool = True) -> TrainResult:
     """The ``train`` stage: load base model and data, fine-tune, save model, encode the dataset, log."""
-    from .core.data import load_dataset
+    from .core.data import empty_documents_note, load_dataset
     from .encoder import encode_dataset, load
 
     train = params.train
@@ -526,6 +526,9 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     dist_info, device = init_distributed(params.dense.device)
     dataset = load_dataset(dataset_dir)
     fields = list(params.retrieve.fields)
+    note = empty_documents_note(dataset.corpus, fields, "an empty positive trains on an empty text")
+    if note and dist_info.main:
+        print(f"train: {note}")
     data = training_data(dataset, negatives, train.positives_per_query, fields)
     encoder = load(params.dense.lock, device)
     fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)

@@ -16,13 +16,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.data import load_dataset
+    from ..core.data import empty_documents_note, load_dataset
     from ..encoder import encode_dataset, load
 
     params = params_of(args)
     encoder = load(args.model or params.dense.lock, params.dense.device)
-    report = encode_dataset(encoder, load_dataset(args.dataset), args.output, params.dense,
-                            params.retrieve.fields)
+    dataset = load_dataset(args.dataset)
+    note = empty_documents_note(dataset.corpus, params.retrieve.fields, "each is encoded as an empty text")
+    if note:
+        print(f"encode: {note}")
+    report = encode_dataset(encoder, dataset, args.output, params.dense, params.retrieve.fields)
     print(f"encode: {report['documents']} documents, {report['queries']} queries on {report['device']} "
           f"in {report['seconds_documents'] + report['seconds_queries']:.1f}s "
           f"({report['docs_per_second']} docs/s) -> {args.output}")

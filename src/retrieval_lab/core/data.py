@@ -28,8 +28,12 @@ class Doc:
     metadata: dict = field(default_factory=dict)
 
     def content(self, fields: list[str] | tuple[str, ...] = ("title", "text")) -> str:
-        """The indexed text: the chosen fields joined by one space (empty fields skipped)."""
-        return " ".join(getattr(self, f) for f in fields if getattr(self, f))
+        """The indexed text: the chosen fields joined by one space (blank fields skipped).
+
+        A title-only document's content is its title; a document whose every chosen
+        field is blank has the content "" (kept: it may be judged, and is then a miss).
+        """
+        return " ".join(value for f in fields if (value := getattr(self, f)).strip())
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,7 @@ def read_corpus(path: str | Path) -> dict[str, Doc]:
     corpus = {}
     for number, obj in read_jsonl_records(path, "document"):
         title = _string(obj, "title", path, number)
-        text = _string(obj, "text", path, number, non_empty=True)
+        text = _string(obj, "text", path, number)  # may be empty: title-only and empty documents are kept
         metadata = obj.get("metadata") or {}
         corpus[obj["_id"]] = Doc(obj["_id"], title, text, metadata.get("family"), metadata)
     return corpus
@@ -175,6 +179,25 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
     return qrels
 
 
+def empty_documents(corpus: dict[str, Doc], fields: list[str] | tuple[str, ...] = ("title", "text")) -> list[str]:
+    """Ids of the documents whose content over ``fields`` is empty, in corpus order."""
+    return [d for d, doc in corpus.items() if not doc.content(fields)]
+
+
+LEXICAL_MISS = "lexical retrievers never return them"
+
+
+def empty_documents_note(corpus: dict[str, Doc], fields: list[str] | tuple[str, ...] = ("title", "text"),
+                         consequence: str = LEXICAL_MISS) -> str | None:
+    """One line for a stage to print about documents with no text (None when there is none)."""
+    empty = empty_documents(corpus, fields)
+    if not empty:
+        return None
+    shown = ", ".join(empty[:5]) + (", ..." if len(empty) > 5 else "")
+    noun = "document" if len(empty) == 1 else "documents"
+    return f"{len(empty)} {noun} with no text in {'+'.join(fields)} ({shown}): {consequence}"
+
+
 def positives(judged: dict[str, int], min_rel: int = 1) -> set[str]:
     return {d for d, r in judged.items() if r >= min_rel}
 
@@ -192,7 +215,8 @@ def load_dataset(path: str | Path, splits: list[str] | None = None) -> Dataset:
         splits = sorted(p.stem for p in qrels_dir.glob("*.tsv"))
         if not splits:
             raise InputError("no qrels/<split>.tsv file", str(qrels_dir))
-    qrels, report = {}, {"documents": len(corpus), "queries": len(queries), "splits": {}}
+    qrels, report = {}, {"documents": len(corpus), "documents_without_text": len(empty_documents(corpus)),
+                         "queries": len(queries), "splits": {}}
     for split in splits:
         qrels[split] = read_qrels(qrels_dir / f"{split}.tsv", queries, corpus)
         no_positive = sorted(q for q, judged in qrels[split].items() if not positives(judged))

@@ -39,7 +39,11 @@ class LSARetriever:
         # lowercase=False: case is the tokenizer's business
         self._vectorizer = TfidfVectorizer(tokenizer=Tokenizer(tokenizer).tokenize, lowercase=False,
                                            token_pattern=None)
-        tfidf = self._vectorizer.fit_transform([corpus[d].content(fields) for d in self.doc_ids])  # [n, V]
+        try:
+            tfidf = self._vectorizer.fit_transform([corpus[d].content(fields) for d in self.doc_ids])  # [n, V]
+        except ValueError:  # sklearn's "empty vocabulary": every document is empty or stopwords only
+            raise InputError(f"none of the {len(self.doc_ids)} documents has a token to index",
+                             field="retrieve.fields") from None
         # arpack needs dims < min(shape); randomized gives meaningless extra components beyond it
         self.dims = min(params.dims, tfidf.shape[1] - 1, tfidf.shape[0] - 1)
         if self.dims < 1:
