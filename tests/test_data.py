@@ -126,3 +126,15 @@ def test_title_only_and_empty_documents_are_kept_and_counted(tmp_path):
     assert empty_documents_note(ds.corpus, consequence="kept") == \
         "2 documents with no text in title+text (d2, d3): kept"
     assert empty_documents_note({"d4": ds.corpus["d4"]}) is None
+
+
+def test_gzipped_files_in_a_beir_folder(tmp_path):
+    import gzip
+
+    root = write_beir(tmp_path / "ds", DOCS, QUERIES, {"test": [("q1", "d1", 2)]})
+    for name in ("corpus.jsonl", "qrels/test.tsv"):
+        (root / f"{name}.gz").write_bytes(gzip.compress((root / name).read_bytes().replace(b"\n", b"\r\n")))
+        (root / name).unlink()
+    ds = load_dataset(root)
+    assert list(ds.corpus) == ["d1", "d2"] and ds.qrels == {"test": {"q1": {"d1": 2}}}
+    assert ds.corpus["d2"].text == "flush the resolver cache"  # CRLF: no stray "\r"

@@ -530,7 +530,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     if note and dist_info.main:
         print(f"train: {note}")
     data = training_data(dataset, negatives, train.positives_per_query, fields)
-    encoder = load(params.dense.lock, device)
+    encoder = load(params.dense.lock, device, "dense.lock")
     fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)
     if stop_after is not None and checkpoint is None:
         checkpoint = default_checkpoint(model_out)

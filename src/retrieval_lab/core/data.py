@@ -7,8 +7,10 @@ skipped by an explicit option) is counted in the returned report.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,16 +58,32 @@ class Dataset:
         return {q: self.queries[q] for q in self.qrels[split]}
 
 
-def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, decoded line), naming the line of any invalid UTF-8."""
-    if not path.exists():
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+    """Yield (line number, bytes) of a file, gunzipped when it is gzip data (whatever its name)."""
+    path = Path(path)
+    if not path.is_file():
         raise InputError("file not found", str(path))
     with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number) from None
+        compressed = fh.read(2) == GZIP_MAGIC
+    number = 0
+    try:
+        with (gzip.open(path, "rb") if compressed else open(path, "rb")) as fh:
+            for number, raw in enumerate(fh, start=1):
+                yield number, raw
+    except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream
+        raise InputError(f"unreadable gzip data after line {number} ({exc})", str(path), number + 1) from None
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, decoded line), naming the line of any invalid UTF-8; gzip is read transparently."""
+    for number, raw in raw_lines(path):
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number) from None
 
 
 def _string(obj: dict, key: str, path: Path, line: int, required: bool = True,
@@ -202,23 +220,32 @@ def positives(judged: dict[str, int], min_rel: int = 1) -> set[str]:
     return {d for d, r in judged.items() if r >= min_rel}
 
 
+def _plain_or_gz(path: Path) -> Path:
+    """``path``, or ``path.gz`` when only that exists (a missing file is named as the plain one)."""
+    gz = path.with_name(path.name + ".gz")
+    return gz if not path.exists() and gz.exists() else path
+
+
 def load_dataset(path: str | Path, splits: list[str] | None = None) -> Dataset:
     """Load and check a BEIR folder; ``splits`` defaults to every ``qrels/*.tsv``.
+
+    Each file may be gzipped in place (``corpus.jsonl.gz``, ``qrels/test.tsv.gz``).
 
     ``report`` counts, per split, judged queries and those without any positive.
     """
     path = Path(path)
-    corpus = read_corpus(path / "corpus.jsonl")
-    queries = read_queries(path / "queries.jsonl")
+    corpus = read_corpus(_plain_or_gz(path / "corpus.jsonl"))
+    queries = read_queries(_plain_or_gz(path / "queries.jsonl"))
     qrels_dir = path / "qrels"
     if splits is None:
-        splits = sorted(p.stem for p in qrels_dir.glob("*.tsv"))
+        splits = sorted({p.name.removesuffix(".gz").removesuffix(".tsv")
+                         for pattern in ("*.tsv", "*.tsv.gz") for p in qrels_dir.glob(pattern)})
         if not splits:
             raise InputError("no qrels/<split>.tsv file", str(qrels_dir))
     qrels, report = {}, {"documents": len(corpus), "documents_without_text": len(empty_documents(corpus)),
                          "queries": len(queries), "splits": {}}
     for split in splits:
-        qrels[split] = read_qrels(qrels_dir / f"{split}.tsv", queries, corpus)
+        qrels[split] = read_qrels(_plain_or_gz(qrels_dir / f"{split}.tsv"), queries, corpus)
         no_positive = sorted(q for q, judged in qrels[split].items() if not positives(judged))
         report["splits"][split] = {
             "judged_queries": len(qrels[split]),
