@@ -107,7 +107,8 @@ def test_lock_unknown_source(tmp_path):
 def test_save_then_load_folder_gives_same_embeddings(enc, tmp_path):
     enc.save(tmp_path / "model")
     again = E.load(tmp_path / "model", device="cpu")
-    assert again.source == {"model_dir": str((tmp_path / "model").resolve())}
+    assert again.source["model_dir"] == str((tmp_path / "model").resolve())
+    assert again.source["files"] == E.folder_hashes(tmp_path / "model") and "model.safetensors" in again.source["files"]
     assert np.abs(again.encode(["short"], 1, 256) - enc.encode(["short"], 1, 256)).max() < 1e-6
 
 

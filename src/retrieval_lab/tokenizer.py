@@ -81,16 +81,23 @@ class Tokenizer:
         # stemmed once, which makes tokenizing a corpus about twice as fast
         self._final: dict[str, str] = {}
 
-    def _finalise(self, token: str) -> str:
+    def finalise(self, token: str) -> str:
+        """The last two steps on one raw token: "" for a stopword, else its stem (or itself)."""
         if token in self._stopwords:
             return ""
         return self._stemmer.stemWord(token) if self._stemmer is not None else token
 
-    def tokenize(self, text: str) -> list[str]:
+    _finalise = finalise
+
+    def split(self, text: str) -> list[str]:
+        """The first three steps: normalised, lowercased (if set) raw tokens; ``finalise`` does the rest."""
         text = unicodedata.normalize("NFC", text)
         if self.params.lowercase:
             text = text.lower()
-        tokens = self._regex.findall(text)
+        return self._regex.findall(text)
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens = self.split(text)
         if not self._stopwords and self._stemmer is None:
             return tokens
         final = self._final

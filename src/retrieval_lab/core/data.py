@@ -115,10 +115,10 @@ def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield number, obj
 
 
-def read_jsonl_records(path: str | Path, kind: str) -> list[tuple[int, dict]]:
-    """Parse a JSONL file of objects with a unique string ``_id``; returns (line, object)."""
+def read_jsonl_records(path: str | Path, kind: str) -> Iterator[tuple[int, dict]]:
+    """Parse a JSONL file of objects with a unique string ``_id``; yields (line, object) as it reads."""
     path = Path(path)
-    records, first_line = [], {}
+    first_line = {}
     for number, obj in json_objects(path):
         doc_id = _string(obj, "_id", path, number, non_empty=True)
         if doc_id in first_line:
@@ -133,8 +133,7 @@ def read_jsonl_records(path: str | Path, kind: str) -> list[tuple[int, dict]]:
         family = metadata.get("family")
         if family is not None and not isinstance(family, str):
             raise InputError("expected a string", str(path), number, "metadata.family")
-        records.append((number, obj))
-    return records
+        yield number, obj
 
 
 def read_corpus(path: str | Path) -> dict[str, Doc]:

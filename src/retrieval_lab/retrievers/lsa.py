@@ -12,7 +12,7 @@ from ..tokenizer import Tokenizer
 from .base import top_k
 
 ALGORITHMS = ("randomized", "arpack")
-_QUERY_CHUNK = 256  # queries scored at once: bounds the [chunk, n_docs] score matrix
+_SCORES_BUDGET = 1 << 24  # query x document scores held at once (128 MiB of float64): no Q x N matrix
 
 
 class LSARetriever:
@@ -62,8 +62,9 @@ class LSARetriever:
     def search(self, queries: dict[str, str], depth: int) -> Run:
         qids = list(queries)
         run: Run = {}
-        for start in range(0, len(qids), _QUERY_CHUNK):
-            chunk = qids[start:start + _QUERY_CHUNK]
+        step = max(1, min(256, _SCORES_BUDGET // max(len(self.doc_ids), 1)))
+        for start in range(0, len(qids), step):
+            chunk = qids[start:start + step]
             reduced = self._svd.transform(self._vectorizer.transform([queries[q] for q in chunk]))
             scores = _unit_rows(reduced) @ self._docs.T  # [chunk, n]
             for row, qid in enumerate(chunk):
