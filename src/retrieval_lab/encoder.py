@@ -149,7 +149,7 @@ def resolve_model(model: str | Path, field: str | None = None) -> tuple[Path, di
     path = Path(spec)
     if path.is_file():
         lock, folder = _verified(path)
-        return folder, {"lock": spec, **{k: lock[k] for k in LOCK_KEYS}}  # no absolute folder: portable
+        return folder, {"lock": str(path), **{k: lock[k] for k in LOCK_KEYS}}  # no absolute folder: portable
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise InputError("not a Hugging Face model folder (no config.json)", spec, field=field)
