@@ -312,6 +312,23 @@ def markdown(sizes: list[int], table: dict) -> str:
     return "\n".join(lines)
 
 
+def machine() -> dict:
+    """What the figures depend on."""
+    import datetime
+    import os
+    import platform
+    from importlib import metadata
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown")
+    ram_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal:")), 0)
+    return {"cpu": cpu, "usable_cores": len(os.sched_getaffinity(0)), "ram_gib": round(ram_kb / 2**20, 1),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "python": platform.python_version(),
+            **{p: metadata.version(p) for p in ("numpy", "faiss-cpu", "pytrec-eval-terrier")},
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -328,7 +345,8 @@ def main() -> None:
         results.append(run_size(n, args.queries, work_dir, args.seed))
     table = summarise(args.sizes, results)
     print(markdown(args.sizes, table))
-    out = {"sizes": args.sizes, "queries": args.queries, "table": table, "results": results, "goals": GOALS}
+    out = {"sizes": args.sizes, "queries": args.queries, "table": table, "results": results, "goals": GOALS,
+           "machine": machine()}
     largest = results[-1]["steps"]
     out["bm25_seconds"] = largest["bm25_index"]["seconds"] + largest["bm25_search"]["seconds"]
     out["bm25_peak_mb"] = max(largest[s]["peak_mb"] for s in ("load", "bm25_index", "bm25_search"))

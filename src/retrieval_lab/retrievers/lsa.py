@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.config import LSAParams, Params, TokenizerParams
+from ..core.config import LSA_ALGORITHMS, LSAParams, Params, TokenizerParams
 from ..core.data import Doc
 from ..core.errors import InputError
 from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k
 
-ALGORITHMS = ("randomized", "arpack")
+ALGORITHMS = LSA_ALGORITHMS  # checked when params are read; again here for Params built in code
 _SCORES_BUDGET = 1 << 24  # query x document scores held at once (128 MiB of float64): no Q x N matrix
 
 
