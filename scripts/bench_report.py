@@ -306,7 +306,7 @@ class Reference:
 
 
 SCIFACT_RUNS = {
-    "bm25": "BM25 (our tokenizer + bm25s, Lucene scoring)",
+    "bm25": "BM25 (our tokenizer, our sparse index, Lucene scoring)",
     "lsa": "LSA (TF-IDF + truncated SVD)",
     "dense": "all-MiniLM-L6-v2, base model",
     "dense-ft-hard": "fine-tuned, mined hard negatives",
