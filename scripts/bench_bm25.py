@@ -1,6 +1,6 @@
 """BM25 on SciFact: index the corpus, rank the 300 test queries (depth 100), write the run.
 
-Ours (retrievers/bm25.py: our tokenizer + bm25s) against bare bm25s doing the same work
+Ours (retrievers/bm25.py: our tokenizer and sparse index) against bare bm25s doing the same work
 with its own tokenizer (same stopwords and stemmer), and against rank_bm25 (BM25Okapi on
 our tokens). Each contender runs in a fresh process per round; the time is its fastest
 round, memory its process's peak RSS (base: RSS before the timed work).

@@ -98,8 +98,10 @@ DATASET_CASES = {
     "duplicate_id": ("corpus.jsonl", 3, '{"_id": "d1", "title": "", "text": "again"}', 3, "_id",
                      "duplicate document id 'd1' (first on line 1)"),
     "empty_text": ("queries.jsonl", 2, '{"_id": "q2", "text": ""}', 2, "text", "empty text"),
-    "whitespace_text": ("corpus.jsonl", 4, '{"_id": "d4", "title": "t", "text": " \\t\\n "}', 4, "text",
-                        "empty text"),
+    "whitespace_query": ("queries.jsonl", 4, '{"_id": "q4", "text": " \\t\\n "}', 4, "text", "empty text"),
+    # an empty document is valid (see test_empty_and_title_only_documents); a non-string text is not
+    "non_string_text": ("corpus.jsonl", 4, '{"_id": "d4", "title": "t", "text": 4}', 4, "text",
+                        "expected a string, got int"),
     "invalid_utf8": ("corpus.jsonl", 3, b'{"_id": "d3", "title": "", "text": "caf\xe9"}', 3, None,
                      "invalid UTF-8 at byte 39"),
     # qrels: line 1 is the header
@@ -393,3 +395,63 @@ def test_altered_model_byte(model_copy, beir, params, tmp_path, capsys):
         fh.write(bytes([byte[0] ^ 1]))
     _encode_fails(beir, params, lock_path, tmp_path, capsys, "files.model.safetensors",
                   "model file model.safetensors has sha256")
+
+
+# ----------------------------------------------------------------------------- messy but valid
+
+
+def test_empty_and_title_only_documents_go_through_every_stage(tmp_path, capsys):
+    """Title-only and empty documents are kept and reported; lexical runs never return the empty ones."""
+    corpus = [{"_id": "d1", "title": "printer queue", "text": "clear the spooler"},
+              {"_id": "d2", "title": "wireless adapter", "text": ""},  # title-only: an ordinary document
+              {"_id": "d3", "title": "", "text": ""},  # empty, judged relevant to q3
+              {"_id": "d4", "title": " ", "text": "\t"},  # blank is empty too
+              {"_id": "d5", "title": "keyboard", "text": "keys repeat twice"},
+              {"_id": "d6", "title": "monitor", "text": "flicker at low refresh rate"}]
+    queries = [{"_id": "q1", "text": "printer spooler"}, {"_id": "q2", "text": "wireless adapter"},
+               {"_id": "q3", "text": "monitor flicker"}, {"_id": "q4", "text": "keyboard keys"}]
+    qrels = {"train": [("q1", "d1", 1), ("q2", "d2", 1)], "test": [("q3", "d3", 1), ("q4", "d5", 1)]}
+    beir = write_beir(tmp_path / "beir", corpus, queries, qrels)
+    params = tmp_path / "params.yaml"
+    params.write_text("mine:\n  range_min: 1\n  range_max: 5\n  count: 2\nlsa:\n  dims: 2\n", encoding="utf-8")
+    common = ["--params", str(params)]
+    note = "2 documents with no text in title+text (d3, d4)"
+
+    assert cli.main(["prepare", "--raw", str(beir), "--output", str(tmp_path / "prep")] + common) == 0
+    assert f"prepare: {note}: kept" in capsys.readouterr().out
+    prepared = tmp_path / "prep"
+    assert len((prepared / "corpus.jsonl").read_text(encoding="utf-8").splitlines()) == 6  # nothing dropped
+
+    runs = {}
+    for name in ("bm25", "lsa"):
+        runs[name] = tmp_path / f"{name}.trec"
+        assert cli.main(["retrieve", "--retriever", name, "--dataset", str(prepared),
+                         "--output", str(runs[name])] + common) == 0
+        assert f"{note}: lexical retrievers never return them" in capsys.readouterr().out
+        returned = {line.split()[2] for line in runs[name].read_text(encoding="utf-8").splitlines()}
+        assert "d2" in returned and not returned & {"d3", "d4"}  # the title-only document is found
+
+    fused = tmp_path / "fused.trec"
+    assert cli.main(["fuse", "--method", "rrf", "--runs", str(runs["bm25"]), str(runs["lsa"]),
+                     "--output", str(fused)] + common) == 0
+
+    for strategy in ("hard", "random"):
+        out = tmp_path / f"mined-{strategy}"
+        assert cli.main(["mine", "--dataset", str(prepared), "--run", str(runs["bm25"]), "--strategy", strategy,
+                         "--output", str(out)] + common) == 0
+        assert f"{note}: left out of the mining pool" in capsys.readouterr().out
+        audit = json.loads((out / "mining-audit.json").read_text(encoding="utf-8"))
+        mined = {n["id"] for q in audit["per_query"].values() for n in q}
+        assert audit["passed"] and not mined & {"d3", "d4"}
+        if strategy == "random":  # pool: d1, d2, d6 (d3, d5 are test positives); q1 and q2 each get the 2 others
+            assert audit["per_query"]["q1"] and mined == {"d1", "d2", "d6"}
+
+    metrics, reports = tmp_path / "metrics.json", tmp_path / "reports"
+    assert cli.main(["evaluate", "--dataset", str(prepared), "--run", str(fused), "--metrics", str(metrics),
+                     "--reports", str(reports)] + common) == 0
+    assert f"evaluate: {note}: never returned by lexical runs" in capsys.readouterr().out
+    out = json.loads(metrics.read_text(encoding="utf-8"))
+    # q3's only positive is empty: a miss (R@10 0); q4's positive d5 is found -> mean R@10 = (0 + 1) / 2
+    assert out["queries_evaluated"] == 2 and out["R@10"] == pytest.approx(0.5)
+    diagnosis = json.loads((reports / "diagnosis.json").read_text(encoding="utf-8"))
+    assert [(q["query"], q["class"]) for q in diagnosis["queries"]] == [("q3", "vocabulary_gap")]

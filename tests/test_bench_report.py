@@ -129,7 +129,7 @@ def test_failed_benchmark_says_so(report, inputs):
 
 def test_quality_tables_against_published_figures(report, inputs):
     md = _build(report, inputs)
-    assert _rows(md, "bm25", "BM25 (our tokenizer + bm25s, Lucene scoring)")[0][2:] == \
+    assert _rows(md, "bm25", "BM25 (our tokenizer, our sparse index, Lucene scoring)")[0][2:] == \
         ["0.6720", "0.6100", "-", "0.9000", "-", "300"]  # R@10, RR@10 absent from the file
     assert _rows(md, "lsa")[0][2] == "not run"
     # 0.672 - 0.665 = +0.0070 and 0.672 - 0.679 = -0.0070: both within 0.015
@@ -201,3 +201,27 @@ def test_finetune_section(report):
     assert _rows(md, "ours")[0][1:] == ["52", "700", "0.6940", "0.6396", "0.9533"]
     assert "ours - sentence-transformers: **+0.0036** (919 train pairs" in md  # 0.6940 - 0.6904
     assert "Not run." in report.build_report({}, {}, "r", None, [], MACHINE, "now")
+
+
+def test_scale_section(report):
+    def step(seconds, peak, exponents):
+        return {"seconds": seconds, "peak_mb": peak, "exponents": exponents}
+
+    # 10 -> 100 -> 1000 docs; bm25_index x10 then x100: k = 1 then 2 (over the 1.1 goal)
+    table = {"bm25_index": step([1.0, 10.0, 1000.0], [5, 50, 900], [1.0, 2.0]),
+             "metrics": step([0.2, 0.2, 0.2], [9, 9, 9], [0.0, 0.0]),
+             "metrics_pytrec_eval": step([1.0, 1.0, 1.0], [9, 9, 9], [0.0, 3.0])}
+    result = {"sizes": [10, 100, 1000], "queries": 5, "table": table, "bm25_seconds": 700.0, "bm25_peak_mb": 900,
+              "metrics_ratio": [0.2, 0.2, 0.2], "goals": {"bm25_seconds_at_1m": 600.0, "bm25_peak_mb_at_1m": 8192.0,
+                                                           "exponent": 1.1, "metrics_ratio": 0.3},
+              "faiss": {"documents": 1000, "queries": 5, "dim": 8, "rows": {
+                  "Flat": {"search_param": None, "build_seconds": 0.1, "queries_per_second": 50.0,
+                           "recall@100_vs_flat": 1.0, "peak_mb": 10.0}}}}
+    text = "\n".join(report.scale_section(result, "bench-results"))
+    assert "| bm25_index | 1.00 | 10.0 | 1,000 | 900 | 1.00 | 2.00 |" in text
+    assert "| largest growth exponent (ours) | 2.00 | <= 1.1 | **no** |" in text  # pytrec_eval's row not counted
+    assert "| BM25 index + 5 queries at 1,000 documents | 700 s | <= 600 s | **no** |" in text
+    assert "| metrics engine / pytrec_eval, at each size | 0.20x, 0.20x, 0.20x | <= 0.3x | yes |" in text
+    assert "| Flat | - | 0.100 | 50.0 | 1.000 | 10.0 |" in text
+    assert "scripts/bench_scale.py --sizes 10000 100000 1000000 --json bench-results/scale.json" in text
+    assert "Not run" in "\n".join(report.scale_section(None, "bench-results"))

@@ -7,7 +7,14 @@ import json
 import pytest
 from beir_fixtures import write_beir
 
-from retrieval_lab.core.data import load_dataset, read_corpus, read_qrels, read_queries
+from retrieval_lab.core.data import (
+    empty_documents,
+    empty_documents_note,
+    load_dataset,
+    read_corpus,
+    read_qrels,
+    read_queries,
+)
 from retrieval_lab.core.errors import InputError
 
 DOCS = [{"_id": "d1", "title": "Queue", "text": "restart the worker"},
@@ -102,3 +109,32 @@ def test_trec_qrels_format(tmp_path):
 def test_missing_file_is_named(tmp_path):
     err = _error(read_corpus, tmp_path / "nope.jsonl")
     assert "nope.jsonl" in str(err) and "not found" in str(err)
+
+
+def test_title_only_and_empty_documents_are_kept_and_counted(tmp_path):
+    docs = [{"_id": "d1", "title": "Wireless adapter", "text": ""},  # title-only (TREC-COVID has many)
+            {"_id": "d2", "title": "", "text": ""},  # every field empty (FiQA has some)
+            {"_id": "d3", "title": "  ", "text": "\t"},  # blank counts as empty
+            {"_id": "d4", "title": "", "text": "flush the cache"}]
+    root = write_beir(tmp_path / "ds", docs, QUERIES, {"test": [("q1", "d2", 1)]})
+    ds = load_dataset(root)
+    assert list(ds.corpus) == ["d1", "d2", "d3", "d4"] and ds.report["documents_without_text"] == 2
+    assert [ds.corpus[d].content() for d in ds.corpus] == ["Wireless adapter", "", "", "flush the cache"]
+    assert ds.corpus["d1"].content(["text"]) == ""  # content is the indexed fields only
+    assert empty_documents(ds.corpus) == ["d2", "d3"]
+    assert empty_documents(ds.corpus, ["text"]) == ["d1", "d2", "d3"]
+    assert empty_documents_note(ds.corpus, consequence="kept") == \
+        "2 documents with no text in title+text (d2, d3): kept"
+    assert empty_documents_note({"d4": ds.corpus["d4"]}) is None
+
+
+def test_gzipped_files_in_a_beir_folder(tmp_path):
+    import gzip
+
+    root = write_beir(tmp_path / "ds", DOCS, QUERIES, {"test": [("q1", "d1", 2)]})
+    for name in ("corpus.jsonl", "qrels/test.tsv"):
+        (root / f"{name}.gz").write_bytes(gzip.compress((root / name).read_bytes().replace(b"\n", b"\r\n")))
+        (root / name).unlink()
+    ds = load_dataset(root)
+    assert list(ds.corpus) == ["d1", "d2"] and ds.qrels == {"test": {"q1": {"d1": 2}}}
+    assert ds.corpus["d2"].text == "flush the resolver cache"  # CRLF: no stray "\r"

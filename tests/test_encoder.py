@@ -126,7 +126,8 @@ def test_lock_unknown_source(tmp_path):
 def test_save_then_load_folder_gives_same_embeddings(enc, tmp_path):
     enc.save(tmp_path / "model")
     again = E.load(tmp_path / "model", device="cpu")
-    assert again.source == {"model_dir": str((tmp_path / "model").resolve())}
+    assert again.source["model_dir"] == str((tmp_path / "model").resolve())
+    assert again.source["files"] == E.folder_hashes(tmp_path / "model") and "model.safetensors" in again.source["files"]
     assert np.abs(again.encode(["short"], 1, 256) - enc.encode(["short"], 1, 256)).max() < 1e-6
 
 
@@ -150,3 +151,9 @@ def test_encode_dataset_roundtrip(enc, tmp_path):
     (tmp_path / "emb" / "doc_ids.txt").write_text("d1\n")
     with pytest.raises(InputError, match="does not match 1 ids"):
         E.load_embeddings(tmp_path / "emb")
+
+
+def test_an_empty_document_encodes_to_a_finite_unit_vector(enc):
+    # empty documents are kept (core.data): the dense retriever must rank them like any other
+    out = enc.encode(["", "   ", "Cells make ATP."], batch_size=2, max_length=256)
+    assert np.isfinite(out).all() and np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)

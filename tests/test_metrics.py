@@ -12,12 +12,12 @@ from retrieval_lab.runs import ranked
 CUTOFFS = (1, 2, 3, 5, 10, 20)
 
 
-def random_case(seed: int, n_queries: int = 40):
+def random_case(seed: int, n_queries: int = 40, longest: int = 30):
     """Tie-heavy runs (5 distinct scores) and graded qrels (-2..3) with every awkward case:
     queries without positives, judged queries missing from the run, run-only queries,
     ids whose string order differs from their numeric order."""
     rng = random.Random(seed)
-    docs = [f"d{i}" for i in range(60)]
+    docs = [f"d{i}" for i in range(2 * longest)]
     qrels, run = {}, {}
     for q in range(n_queries):
         qid = f"q{q}"
@@ -27,7 +27,7 @@ def random_case(seed: int, n_queries: int = 40):
             qrels[qid] = {d: min(r, 0) for d, r in qrels[qid].items()}  # no positive
         if rng.random() < 0.1:
             continue  # judged query absent from the run
-        retrieved = rng.sample(docs, rng.randint(1, 30))
+        retrieved = rng.sample(docs, rng.randint(1, longest))
         run[qid] = {d: rng.choice([0.1, 0.2, 0.3, 0.4, 0.5]) for d in retrieved}
     run["unjudged-query"] = {"d1": 1.0}
     return qrels, run
@@ -95,6 +95,13 @@ def assert_matches_trec(qrels, run, judged_only: bool):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_measure_equals_trec_eval_per_query_and_mean(seed):
     qrels, run = random_case(seed)
+    assert assert_matches_trec(qrels, run, judged_only=False) == len(CUTOFFS) * 15
+
+
+def test_long_rankings_equal_trec_eval_too():
+    # rankings longer than metrics._COUNTED_IN_PYTHON take the numpy path of the rank count
+    qrels, run = random_case(3, n_queries=15, longest=3 * metrics._COUNTED_IN_PYTHON)
+    assert max(map(len, run.values())) > metrics._COUNTED_IN_PYTHON
     assert assert_matches_trec(qrels, run, judged_only=False) == len(CUTOFFS) * 15
 
 

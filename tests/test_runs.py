@@ -45,3 +45,31 @@ def test_write_run_refuses_nan_and_leaves_nothing(tmp_path):
     with pytest.raises(ValueError):
         write_run(path, {"q": {"a": float("nan")}}, tag="t")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gzipped_runs_read_and_write_transparently(tmp_path, capsys):
+    import gzip
+    import json
+
+    from retrieval_lab import cli
+
+    run = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 0.5}}
+    plain, packed = tmp_path / "run.trec", tmp_path / "run.trec.gz"
+    write_run(plain, run, "t")
+    write_run(packed, run, "t")
+    assert packed.read_bytes()[:2] == b"\x1f\x8b" and gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    write_run(tmp_path / "again.trec.gz", run, "t")
+    assert (tmp_path / "again.trec.gz").read_bytes() == packed.read_bytes()  # no timestamp inside
+    assert read_run(packed) == read_run(plain) == run
+    # gzip is recognised by content, not by name; a corrupt stream is named, not a traceback
+    (tmp_path / "renamed.trec").write_bytes(packed.read_bytes())
+    assert read_run(tmp_path / "renamed.trec") == run
+    (tmp_path / "cut.trec.gz").write_bytes(packed.read_bytes()[:-12])
+    with pytest.raises(InputError, match="unreadable gzip data"):
+        read_run(tmp_path / "cut.trec.gz")
+    # through the CLI, with gzipped TREC 4-column qrels with CRLF line ends:
+    # q1's positive d2 at rank 2 -> RR 1/2; q2's d3 at rank 1 -> RR 1; mean 0.75
+    qrels = tmp_path / "qrels.txt.gz"
+    qrels.write_bytes(gzip.compress(b"q1 0 d2 1\r\nq2 0 d3 2\r\n"))
+    assert cli.main(["eval", str(qrels), str(packed), "-m", "RR", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run.trec.gz"]["RR"] == pytest.approx(0.75)

@@ -375,3 +375,11 @@ def test_dense_means_ranks_by_dot_product():
     # depth 1 cuts q1's list before c: RR 0 for it
     assert training.dense_means(Fixed(), qrels, {"q1": "q1", "q2": "q2"}, {"a": "a", "b": "b", "c": "c"},
                                 Params().dense, depth=1, measures=["RR"])["RR"] == pytest.approx(0.5)
+
+
+def test_top_stable_is_a_stable_sorts_first_k():
+    rng = np.random.default_rng(0)
+    for n, k in [(1, 1), (10, 3), (50, 50), (200, 17)]:
+        row = rng.choice([0.1, 0.2, 0.3, -0.4], size=n).astype(np.float32)  # ties everywhere
+        expected = np.argsort(-row, kind="stable")[:k]
+        assert training._top_stable(row, k).tolist() == expected.tolist()

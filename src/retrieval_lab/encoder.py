@@ -1,9 +1,16 @@
-"""The dense encoder: a pinned base model (``models/base.lock.json``) or a fine-tuned folder.
+"""The dense encoder: a pinned base model (a lock file), a Hugging Face model folder, or a hub revision.
 
 A lock names the model, its revision, where its files come from and the sha256 of
 each file; every hash is checked before any file is used. ``source`` is
 ``package:<module>`` (an installed package with ``get_model_path()``, the offline
 default) or ``hub`` (downloaded at the pinned revision through huggingface_hub).
+The base model's lock ships inside this package (``builtin``, the default of
+``dense.lock``), so every command works from any folder.
+
+A model is named (``dense.lock``, ``--model``) by: ``builtin``; a lock file; a Hugging
+Face model folder (a fine-tuned model, or any local model: its files are hashed and
+recorded like a pinned revision); or ``hub:NAME@REVISION`` (downloaded at that
+revision, then hashed and recorded the same way).
 
 Embeddings are mean-pooled last hidden states (padding excluded), L2-normalised, so
 the inner product is the cosine. :func:`encode_dataset` writes the "embeddings
@@ -32,6 +39,8 @@ LOCK_KEYS = ("name", "revision", "source", "files")
 DOC_EMBEDDINGS, DOC_IDS = "doc_embeddings.npy", "doc_ids.txt"
 QUERY_EMBEDDINGS, QUERY_IDS = "query_embeddings.npy", "query_ids.txt"
 REPORT = "encode_report.json"
+BUILTIN = "builtin"  # the lock shipped inside the package
+BUILTIN_LOCK = Path(__file__).resolve().parent / "models" / "base.lock.json"
 
 
 # ----------------------------------------------------------------------------- the lock
@@ -80,13 +89,27 @@ def _lock_folder(lock: dict, lock_path: Path) -> Path:
                              field="source") from None
         return Path(module.get_model_path())
     if source == "hub":
-        # For users with a hub: fetch exactly the pinned revision (equivalent to
-        # AutoModel.from_pretrained(name, revision=...)), then verify like any local folder.
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(repo_id=lock["name"], revision=lock["revision"]))
+        return _hub_folder(lock["name"], lock["revision"], str(lock_path))
     raise InputError(f"unknown source {source!r} (expected 'package:<module>' or 'hub')", str(lock_path),
                      field="source")
+
+
+def _hub_folder(name: str, revision: str, where: str, field: str | None = None) -> Path:
+    """For users with a hub: fetch exactly ``revision`` (as AutoModel.from_pretrained(name, revision=...))."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id=name, revision=revision))
+    except (OSError, ValueError) as exc:  # offline, unknown repository or revision, malformed id
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot fetch {name}@{revision} from the hub: {first}", where, field=field) from None
+
+
+def folder_hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file below a model folder (hidden entries skipped), by relative path."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    return {p.relative_to(folder).as_posix(): _sha256(p) for p in files}
 
 
 def _verified(lock_path: Path) -> tuple[dict, Path]:
@@ -106,7 +129,33 @@ def _verified(lock_path: Path) -> tuple[dict, Path]:
 
 def verify_lock(lock_path: str | Path) -> Path:
     """Resolve the lock's model folder and check every listed file's sha256 before any use."""
-    return _verified(Path(lock_path))[1]
+    return _verified(BUILTIN_LOCK if str(lock_path) == BUILTIN else Path(lock_path))[1]
+
+
+def resolve_model(model: str | Path, field: str | None = None) -> tuple[Path, dict]:
+    """The verified folder of a model (see the module docstring for the four ways to name one) and how
+    outputs record it; loads nothing. ``field`` names the setting that gave ``model`` in errors."""
+    spec = str(model)
+    if spec == BUILTIN:
+        lock, folder = _verified(BUILTIN_LOCK)
+        return folder, {"lock": BUILTIN, **{k: lock[k] for k in LOCK_KEYS}}
+    if spec.startswith("hub:"):
+        name, _, revision = spec[len("hub:"):].partition("@")
+        if not name.strip() or not revision.strip():
+            raise InputError("expected hub:NAME@REVISION (a commit hash pins the files; a branch moves)", spec,
+                             field=field)
+        folder = _hub_folder(name, revision, spec, field)
+        return folder, {"hub": name, "revision": revision, "files": folder_hashes(folder)}
+    path = Path(spec)
+    if path.is_file():
+        lock, folder = _verified(path)
+        return folder, {"lock": str(path), **{k: lock[k] for k in LOCK_KEYS}}  # no absolute folder: portable
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError("not a Hugging Face model folder (no config.json)", spec, field=field)
+        return path, {"model_dir": str(path.resolve()), "files": folder_hashes(path)}
+    raise InputError(f"model not found: expected a lock file, a Hugging Face model folder, hub:NAME@REVISION "
+                     f"or {BUILTIN}", spec, field=field)
 
 
 # ----------------------------------------------------------------------------- the encoder
@@ -225,21 +274,11 @@ class Encoder:
             self.tokenizer.save_pretrained(tmp)
 
 
-def load(model: str | Path, device: str = "auto") -> Encoder:
-    """Load from a lock file (hashes verified first) or a Hugging Face model folder (fine-tuned)."""
+def load(model: str | Path, device: str = "auto", field: str | None = None) -> Encoder:
+    """Load a model named as :func:`resolve_model` takes it, every file verified or hashed first."""
     from transformers import AutoModel, AutoTokenizer
 
-    path = Path(model)
-    if path.is_file():
-        lock, folder = _verified(path)
-        source = {"lock": str(path), **{k: lock[k] for k in LOCK_KEYS}}  # no absolute folder: outputs are portable
-    elif path.is_dir():
-        if not (path / "config.json").is_file():
-            raise InputError("not a Hugging Face model folder (no config.json)", str(path))
-        folder = path
-        source = {"model_dir": str(path.resolve())}
-    else:
-        raise InputError("model not found: expected a lock file or a model folder", str(path))
+    folder, source = resolve_model(model, field)
     torch_device = resolve_device(device)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     if not getattr(tokenizer, "is_fast", False):

@@ -15,12 +15,13 @@ e.g. fusion.json, so files are replaced one by one, never the folder):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from . import metrics
 from .core.atomic import write_json, write_text
 from .core.config import Params
-from .core.data import load_dataset
+from .core.data import empty_documents_note, load_dataset
 from .core.errors import InputError
 from .diagnosis import diagnose, to_markdown
 from .runs import read_run
@@ -63,8 +64,11 @@ def _csv(header: str, rows) -> str:
 
 
 def evaluate_run(dataset: str | Path, split: str, run_path: str | Path, metrics_path: str | Path,
-                 reports: str | Path, params: Params) -> dict:
-    """Evaluate ``run_path`` on ``dataset``'s ``split``; write metrics and reports; return the metrics dict."""
+                 reports: str | Path, params: Params, log: Callable[[str], None] = print) -> dict:
+    """Evaluate ``run_path`` on ``dataset``'s ``split``; write metrics and reports; return the metrics dict.
+
+    ``log`` receives what is reported but not written (documents with no text).
+    """
     from .tokenizer import Tokenizer
 
     cfg = params.evaluate
@@ -114,4 +118,8 @@ def evaluate_run(dataset: str | Path, split: str, run_path: str | Path, metrics_
         "failures_diagnosed": diagnosis["summary"]["diagnosed"],
     }
     write_json(metrics_path, out)
+    note = empty_documents_note(data.corpus, fields,
+                                "never returned by lexical runs; judged relevant, each counts as a miss")
+    if note:
+        log(note)
     return out

@@ -47,6 +47,7 @@ are never sorted as Python objects except to break score ties by id.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable
@@ -129,6 +130,9 @@ def parse_measure(name: str) -> Measure:
 # ----------------------------------------------------------------------------- ranks of judged documents
 
 
+_COUNTED_IN_PYTHON = 256  # ranking length up to which ranks are counted without numpy
+
+
 def _judged_ranks(judged: dict[str, int], scores: dict[str, float], judged_only: bool) -> dict[str, int]:
     """1-based rank of every judged document present in ``scores`` (trec_eval order).
 
@@ -142,6 +146,17 @@ def _judged_ranks(judged: dict[str, int], scores: dict[str, float], judged_only:
         return {d: i for i, (d, _) in enumerate(ranked(kept), start=1)}
     if not present:
         return {}
+    if len(scores) <= _COUNTED_IN_PYTHON:
+        # the usual ranking (a run's depth): the same counts with Python's sort and bisect, which beat
+        # numpy's per-call overhead at this size (a run read from a file is already in order: O(n))
+        ordered_list = sorted(scores.values())
+        n, ranks = len(ordered_list), {}
+        for d, s in present.items():
+            right = bisect.bisect_right(ordered_list, s)
+            ranks[d] = n - right + 1
+            if right - bisect.bisect_left(ordered_list, s) > 1:  # ties: rare, resolved by id
+                ranks[d] += sum(1 for e, v in scores.items() if v == s and e > d)
+        return ranks
     values = np.fromiter(scores.values(), dtype=np.float64, count=len(scores))  # (n,)
     ordered = np.sort(values)  # (n,)
     mine = np.fromiter(present.values(), dtype=np.float64, count=len(present))  # (j,)
@@ -194,18 +209,20 @@ class _Triples:
 
 
 def _flatten(qrels: Qrels, run: Run, queries: list[str], judged_only: bool) -> _Triples:
-    q, rank, rel, jq, jrel = [], [], [], [], []
-    for qi, qid in enumerate(queries):
+    retrieved, rank, rel, judged_count, jrel = [], [], [], [], []  # per query counts, then flat values
+    empty: dict[str, float] = {}
+    for qid in queries:
         judged = qrels[qid]
-        ranks = _judged_ranks(judged, run.get(qid, {}), judged_only)
-        q += [qi] * len(ranks)
+        ranks = _judged_ranks(judged, run.get(qid, empty), judged_only)
+        retrieved.append(len(ranks))
         rank += ranks.values()
-        rel += (judged[d] for d in ranks)
-        jq += [qi] * len(judged)
+        rel += map(judged.__getitem__, ranks)
+        judged_count.append(len(judged))
         jrel += judged.values()
-    q, rank, rel = np.array(q, np.int64), np.array(rank, np.int64), np.array(rel, np.int64)
+    nq = np.arange(len(queries))
+    q, rank, rel = np.repeat(nq, retrieved), np.array(rank, np.int64), np.array(rel, np.int64)
     order = np.lexsort((rank, q))
-    jq, jrel = np.array(jq, np.int64), np.array(jrel, np.int64)
+    jq, jrel = np.repeat(nq, judged_count), np.array(jrel, np.int64)
     jorder = np.lexsort((-jrel, jq))
     return _Triples(len(queries), q[order], rank[order], rel[order], jq[jorder], jrel[jorder])
 

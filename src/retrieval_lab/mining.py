@@ -13,14 +13,16 @@ any split), and picks negatives by strategy:
 
 The pool leaves out documents that would leak evaluation data into training:
 those relevant to any val/test query (SciFact shares one corpus between splits)
-and, for a family split, every document of a val/test family.
+and, for a family split, every document of a val/test family; and documents with
+no text (an empty negative teaches nothing).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +88,8 @@ def mining_pool(dataset: Dataset) -> Pool:
     for did, doc in dataset.corpus.items():
         if doc.family in heldout_families:
             excluded.setdefault(did, f"in held-out family {doc.family!r}")
+        elif not doc.content():
+            excluded.setdefault(did, "no text")
     return Pool(frozenset(set(dataset.corpus) - set(excluded)), excluded, mode, frozenset(heldout_families))
 
 
@@ -111,11 +115,42 @@ def _select_hard(ranking: list[Candidate], pool_docs: list[str], positive: set[s
     return eligible if len(eligible) <= params.count else rng.sample(eligible, params.count)
 
 
+class _Without(Sequence):
+    """``[d for d in ordered if d not in removed]`` without building it: the pool minus a query's
+    positives costs O(positives) per query, not O(corpus)."""
+
+    def __init__(self, ordered: list[str], removed: set[str]):
+        self._ordered = ordered
+        # positions of the removed documents in ``ordered`` (a sorted list), ascending
+        self._gaps = sorted(i for d in removed if (i := bisect.bisect_left(ordered, d)) < len(ordered)
+                            and ordered[i] == d)
+
+    def __len__(self) -> int:
+        return len(self._ordered) - len(self._gaps)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        if k < 0:
+            k += len(self)
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        # the k-th kept item sits at k + (number of removed positions at or before it)
+        position = k
+        for gap in self._gaps:
+            if gap <= position:
+                position += 1
+            else:
+                break
+        return self._ordered[position]
+
+
 def _select_random(ranking: list[Candidate], pool_docs: list[str], positive: set[str], lowest: float | None,
                    params: MineParams, rng: random.Random) -> list[Candidate]:
     by_id = {c["id"]: c for c in ranking}
-    eligible = [d for d in pool_docs if d not in positive]
-    chosen = eligible if len(eligible) <= params.count else rng.sample(eligible, params.count)
+    eligible = _Without(pool_docs, positive)
+    # random.sample reads only the items it draws (len(eligible) > count): the same draws as on a list
+    chosen = list(eligible) if len(eligible) <= params.count else rng.sample(eligible, params.count)
     return [by_id.get(d, {"id": d, "rank": None, "score": None}) for d in chosen]
 
 

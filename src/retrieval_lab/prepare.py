@@ -10,11 +10,21 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from .core.atomic import atomic_path, write_json
 from .core.config import PrepareParams
-from .core.data import Dataset, Qrels, load_dataset, positives, write_corpus, write_qrels, write_queries
+from .core.data import (
+    Dataset,
+    Qrels,
+    empty_documents_note,
+    load_dataset,
+    positives,
+    write_corpus,
+    write_qrels,
+    write_queries,
+)
 from .core.errors import InputError
 
 SPLITS = ("train", "val", "test")
@@ -118,8 +128,11 @@ def _check_leakage(audit: dict, path: Path) -> None:
                            str(path), field="metadata.family")
 
 
-def prepare(raw_dir: str | Path, out_dir: str | Path, params: PrepareParams) -> dict:
+def prepare(raw_dir: str | Path, out_dir: str | Path, params: PrepareParams,
+            log: Callable[[str], None] = print) -> dict:
     """Split ``raw_dir`` and write ``out_dir`` (corpus, queries, qrels per split, split_audit.json).
+
+    ``log`` receives what is reported but not written (documents with no text, which are kept).
 
     Fails (nothing written) when the audit finds leakage.
     """
@@ -150,4 +163,7 @@ def prepare(raw_dir: str | Path, out_dir: str | Path, params: PrepareParams) -> 
         for split in SPLITS:
             write_qrels(tmp / "qrels" / f"{split}.tsv", splits[split])
         write_json(tmp / "split_audit.json", audit)
+    note = empty_documents_note(dataset.corpus, consequence="kept")
+    if note:
+        log(note)
     return audit

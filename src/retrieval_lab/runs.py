@@ -8,12 +8,15 @@ strictly decreasing scores, so every reader sees one order.
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import math
 from pathlib import Path
 
 import numpy as np
 
 from .core.atomic import atomic_path
+from .core.data import text_lines
 from .core.errors import InputError
 
 Run = dict[str, dict[str, float]]
@@ -25,34 +28,27 @@ def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:
 
 
 def read_run(path: str | Path) -> Run:
-    """Read a TREC 6-column run (``qid Q0 docid rank score tag``), checking every line."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", str(path))
+    """Read a TREC 6-column run (``qid Q0 docid rank score tag``), checking every line; gzip is read
+    transparently (``run.trec.gz``)."""
     run: Run = {}
-    with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number) from None
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 6:
-                raise InputError(f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}",
-                                 str(path), number)
-            qid, _, did, _, score_text, _ = parts
-            try:
-                score = float(score_text)
-            except ValueError:
-                raise InputError(f"score {score_text!r} is not a number", str(path), number, "score") from None
-            if math.isnan(score) or math.isinf(score):
-                raise InputError(f"score {score_text!r} is not finite", str(path), number, "score")
-            docs = run.setdefault(qid, {})
-            if did in docs:
-                raise InputError(f"document {did!r} repeated for query {qid!r}", str(path), number, "docid")
-            docs[did] = score
+    for number, line in text_lines(Path(path)):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 6:
+            raise InputError(f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}",
+                             str(path), number)
+        qid, _, did, _, score_text, _ = parts
+        try:
+            score = float(score_text)
+        except ValueError:
+            raise InputError(f"score {score_text!r} is not a number", str(path), number, "score") from None
+        if math.isnan(score) or math.isinf(score):
+            raise InputError(f"score {score_text!r} is not finite", str(path), number, "score")
+        docs = run.setdefault(qid, {})
+        if did in docs:
+            raise InputError(f"document {did!r} repeated for query {qid!r}", str(path), number, "docid")
+        docs[did] = score
     return run
 
 
@@ -66,21 +62,29 @@ def _strictly_decreasing(scores: list[float]) -> list[float]:
     return out
 
 
+def _query_lines(qid: str, docs: dict[str, float], tag: str, depth: int | None) -> str:
+    order = ranked(docs)[:depth]
+    scores = _strictly_decreasing([s for _, s in order])
+    return "".join(f"{qid} Q0 {did} {rank} {score!r} {tag}\n"
+                   for rank, ((did, _), score) in enumerate(zip(order, scores), start=1))
+
+
 def format_run(run: Run, tag: str, depth: int | None = None) -> str:
-    lines = []
-    for qid in sorted(run):
-        order = ranked(run[qid])[:depth]
-        scores = _strictly_decreasing([s for _, s in order])
-        for rank, ((did, _), score) in enumerate(zip(order, scores), start=1):
-            lines.append(f"{qid} Q0 {did} {rank} {score!r} {tag}\n")
-    return "".join(lines)
+    return "".join(_query_lines(qid, run[qid], tag, depth) for qid in sorted(run))
 
 
 def write_run(path: str | Path, run: Run, tag: str, depth: int | None = None) -> None:
-    """Write a run atomically, queries sorted, at most ``depth`` documents each."""
+    """Write a run atomically, queries sorted, at most ``depth`` documents each, one query at a time.
+
+    A name ending in ``.gz`` is written gzipped (with no timestamp: the same run gives the same bytes).
+    """
     for qid, docs in run.items():
         for did, score in docs.items():
             if not math.isfinite(score):
                 raise ValueError(f"non-finite score {score} for query {qid!r} document {did!r}")
-    with atomic_path(path) as tmp:
-        tmp.write_text(format_run(run, tag, depth), encoding="utf-8")
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw, contextlib.ExitStack() as stack:
+        fh = raw
+        if str(path).endswith(".gz"):
+            fh = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename=""))
+        for qid in sorted(run):
+            fh.write(_query_lines(qid, run[qid], tag, depth).encode("utf-8"))

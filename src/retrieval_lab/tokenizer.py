@@ -4,18 +4,18 @@ Steps, in order: Unicode NFC normalisation (so a decomposed "e" + combining acce
 is one letter, as in the composed form), regex token extraction (``pattern``),
 optional lowercasing, stopword removal, optional Snowball stemming (PyStemmer).
 
-``stopwords`` is a language name, a path to a one-word-a-line file, or null.
+``stopwords`` is a language name, a path to a one-word-a-line file, or null (``none``);
+``stemmer`` a Snowball language or null (``none``).
 Language names use the lists bm25s ships (``bm25s.stopwords``); "english" is
 Lucene's 33-word English stop set, the one Anserini's BM25 baselines use.
 """
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from pathlib import Path
 
-from .core.config import TokenizerParams
+from .core.config import STOPWORD_LANGUAGES, TokenizerParams, is_stopword_file, token_pattern
 from .core.errors import InputError
 
 _MEMO_LIMIT = 2_000_000  # distinct tokens remembered before the memo starts afresh
@@ -24,15 +24,7 @@ _MEMO_LIMIT = 2_000_000  # distinct tokens remembered before the memo starts afr
 def _builtin_stopwords() -> dict[str, frozenset[str]]:
     from bm25s import stopwords as sw
 
-    names = {
-        "english": "STOPWORDS_EN", "english_plus": "STOPWORDS_EN_PLUS", "german": "STOPWORDS_GERMAN",
-        "dutch": "STOPWORDS_DUTCH", "french": "STOPWORDS_FRENCH", "spanish": "STOPWORDS_SPANISH",
-        "portuguese": "STOPWORDS_PORTUGUESE", "italian": "STOPWORDS_ITALIAN",
-        "russian": "STOPWORDS_RUSSIAN", "swedish": "STOPWORDS_SWEDISH",
-        "norwegian": "STOPWORDS_NORWEGIAN", "danish": "STOPWORDS_DANISH",
-        "turkish": "STOPWORDS_TURKISH", "chinese": "STOPWORDS_CHINESE", "korean": "STOPWORDS_KOREAN",
-    }
-    return {lang: frozenset(getattr(sw, attr)) for lang, attr in names.items() if hasattr(sw, attr)}
+    return {lang: frozenset(getattr(sw, attr)) for lang, attr in STOPWORD_LANGUAGES.items() if hasattr(sw, attr)}
 
 
 def _read_stopword_file(path: Path) -> frozenset[str]:
@@ -60,11 +52,10 @@ def load_stopwords(spec: str | None, source: str = "params.yaml") -> frozenset[s
     builtin = _builtin_stopwords()
     if spec in builtin:
         return builtin[spec]
-    path = Path(spec)
-    if path.suffix or "/" in spec or path.exists():
-        return _read_stopword_file(path)
+    if is_stopword_file(spec):
+        return _read_stopword_file(Path(spec))
     raise InputError(f"{spec!r} is neither a stopword language ({', '.join(sorted(builtin))}) "
-                     "nor a file", source, field="tokenizer.stopwords")
+                     "nor a file; none: no stopwords", source, field="tokenizer.stopwords")
 
 
 class Tokenizer:
@@ -72,17 +63,7 @@ class Tokenizer:
 
     def __init__(self, params: TokenizerParams, source: str = "params.yaml"):
         self.params = params
-        try:
-            self._regex = re.compile(params.pattern)
-        except re.error as exc:
-            raise InputError(f"invalid regex {params.pattern!r}: {exc}", source,
-                             field="tokenizer.pattern") from None
-        if self._regex.groups:
-            # findall would return groups, not tokens
-            raise InputError("pattern must not contain capturing groups (use (?:...))", source,
-                             field="tokenizer.pattern")
-        if self._regex.fullmatch(""):
-            raise InputError("pattern matches the empty string", source, field="tokenizer.pattern")
+        self._regex = token_pattern(params.pattern, source)
         stop = load_stopwords(params.stopwords, source)
         # Stopwords match case-insensitively when tokens are lowercased.
         self._stopwords = frozenset(w.lower() for w in stop) if params.lowercase else stop
@@ -94,22 +75,29 @@ class Tokenizer:
                 self._stemmer = Stemmer.Stemmer(params.stemmer)
             except (KeyError, ValueError):
                 raise InputError(f"unknown stemmer {params.stemmer!r} (choices: "
-                                 f"{', '.join(Stemmer.algorithms())})", source,
+                                 f"{', '.join(Stemmer.algorithms())}; none: no stemming)", source,
                                  field="tokenizer.stemmer") from None
         # raw token -> final token ("" for a stopword): each distinct token is filtered and
         # stemmed once, which makes tokenizing a corpus about twice as fast
         self._final: dict[str, str] = {}
 
-    def _finalise(self, token: str) -> str:
+    def finalise(self, token: str) -> str:
+        """The last two steps on one raw token: "" for a stopword, else its stem (or itself)."""
         if token in self._stopwords:
             return ""
         return self._stemmer.stemWord(token) if self._stemmer is not None else token
 
-    def tokenize(self, text: str) -> list[str]:
+    _finalise = finalise
+
+    def split(self, text: str) -> list[str]:
+        """The first three steps: normalised, lowercased (if set) raw tokens; ``finalise`` does the rest."""
         text = unicodedata.normalize("NFC", text)
         if self.params.lowercase:
             text = text.lower()
-        tokens = self._regex.findall(text)
+        return self._regex.findall(text)
+
+    def tokenize(self, text: str) -> list[str]:
+        tokens = self.split(text)
         if not self._stopwords and self._stemmer is None:
             return tokens
         final = self._final

@@ -454,6 +454,19 @@ def _fine_tune(encoder, data, params, temperature, fingerprint_, stop_after, res
 # ----------------------------------------------------------------------------- validation
 
 
+_SCORES_BUDGET = 1 << 24  # query x document scores held at once (64 MiB of float32)
+
+
+def _top_stable(row: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest values, lower index first among equals: a stable descending sort's
+    first ``k``, in O(n + k log k) instead of O(n log n)."""
+    if k <= 0:
+        return np.zeros(0, np.int64)
+    kth = np.partition(row, len(row) - k)[len(row) - k]
+    candidates = np.flatnonzero(row >= kth)  # every tie at the cut
+    return candidates[np.lexsort((candidates, -row[candidates]))[:k]]
+
+
 def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: dict[str, str],
                 dense: DenseParams, depth: int, measures: list[str]) -> dict[str, float]:
     """Encode queries and documents, rank every document by dot product, return the mean of each measure."""
@@ -463,9 +476,13 @@ def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: di
     q = encoder.encode([query_texts[i] for i in query_ids], dense.batch_size, dense.max_seq_length,
                        dense.bf16)  # Q x H
     d = encoder.encode([doc_texts[i] for i in doc_ids], dense.batch_size, dense.max_seq_length, dense.bf16)  # N x H
-    scores = q @ d.T  # Q x N
-    top = np.argsort(-scores, axis=1, kind="stable")[:, :min(depth, len(doc_ids))]  # Q x depth
-    run = {qid: {doc_ids[j]: float(scores[i, j]) for j in top[i]} for i, qid in enumerate(query_ids)}
+    k = min(depth, len(doc_ids))
+    run = {}
+    chunk = max(1, _SCORES_BUDGET // max(len(doc_ids), 1))  # queries scored at once: no Q x N matrix
+    for start in range(0, len(query_ids), chunk):
+        scores = q[start:start + chunk] @ d.T  # c x N
+        for i, row in enumerate(scores):
+            run[query_ids[start + i]] = {doc_ids[j]: float(row[j]) for j in _top_stable(row, k)}
     return evaluate(qrels, run, measures).means
 
 
@@ -521,7 +538,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                  stop_after: int | None = None, resume: str | Path | None = None,
                  checkpoint: str | Path | None = None, progress: bool = True) -> TrainResult:
     """The ``train`` stage: load base model and data, fine-tune, save model, encode the dataset, log."""
-    from .core.data import load_dataset
+    from .core.data import empty_documents_note, load_dataset
     from .encoder import encode_dataset, load
 
     train = params.train
@@ -530,8 +547,11 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     dist_info, device = init_distributed(params.dense.device)
     dataset = load_dataset(dataset_dir)
     fields = list(params.retrieve.fields)
+    note = empty_documents_note(dataset.corpus, fields, "an empty positive trains on an empty text")
+    if note and dist_info.main:
+        print(f"train: {note}")
     data = training_data(dataset, negatives, train.positives_per_query, fields, train.positives_at_least)
-    encoder = load(params.dense.lock, device)
+    encoder = load(params.dense.lock, device, "dense.lock")
     fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)
     if stop_after is not None and checkpoint is None:
         checkpoint = default_checkpoint(model_out)

@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluation import evaluate_run
 
     params = params_of(args)
-    out = evaluate_run(args.dataset, args.split, args.run, args.metrics, args.reports, params)
+    out = evaluate_run(args.dataset, args.split, args.run, args.metrics, args.reports, params, log=lambda line: print(f"evaluate: {line}"))
     shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)
     print(f"evaluate {args.run} on {args.split}: {out['queries_evaluated']} queries; {shown}")
     if out["judged_warning"]:

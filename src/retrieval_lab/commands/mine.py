@@ -38,12 +38,15 @@ def _print_failures(audit: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.data import load_dataset
+    from ..core.data import empty_documents_note, load_dataset
     from ..mining import MiningAuditError, audit_negatives, check_strategy, mine_to_dir
     from ..runs import read_run
 
     params = params_of(args).mine
     dataset = load_dataset(args.dataset)
+    note = empty_documents_note(dataset.corpus, consequence="left out of the mining pool")
+    if note:
+        print(f"mine: {note}", file=sys.stderr if args.audit else sys.stdout)
     if args.audit:
         audit = audit_negatives(args.audit, dataset, params.count)
         print(_summary(audit))

@@ -16,7 +16,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..prepare import prepare
 
-    audit = prepare(args.raw, args.output, params_of(args).prepare)
+    audit = prepare(args.raw, args.output, params_of(args).prepare, log=lambda line: print(f"prepare: {line}"))
     counts = ", ".join(f"{s}: {v['queries']} queries / {v['families']} families"
                        for s, v in audit["splits"].items())
     print(f"prepare ({audit['mode']} split): {counts}; "

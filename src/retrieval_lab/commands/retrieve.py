@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from .. import retrievers
-    from ..core.data import load_dataset
+    from ..core.data import LEXICAL_MISS, empty_documents_note, load_dataset
     from ..core.errors import InputError
     from ..runs import write_run
 
@@ -53,6 +53,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.retriever} reads a BEIR folder (--dataset), not embeddings", field="--embeddings")
     start = time.perf_counter()
     dataset = load_dataset(args.dataset, [args.split] if args.split else None) if args.dataset else None
+    if dataset is not None:
+        consequence = (LEXICAL_MISS if cls.needs == "dataset"
+                       else "each is ranked by the embedding of an empty text")
+        note = empty_documents_note(dataset.corpus, params.retrieve.fields, consequence)
+        if note:
+            print(f"retrieve {args.retriever}: {note}")
     retriever = cls.from_inputs(params, dataset=dataset, embeddings=args.embeddings)
     queries = _queries(args, dataset, retriever)
     result = retriever.search(queries, depth)

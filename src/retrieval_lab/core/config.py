@@ -73,7 +73,7 @@ class DenseParams:
     device: str = "auto"  # auto | cpu | cuda
     bf16: bool = False  # bf16 autocast for encoding (CUDA, or a CPU with AVX512-BF16/AMX); training on CUDA always
     faiss_factory: str = "Flat"  # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
-    lock: str = "models/base.lock.json"
+    lock: str = "builtin"  # the lock shipped in the package; or a lock file, a model folder, hub:NAME@REVISION
     seed: int = 0  # FAISS training (IVF k-means) when faiss_factory is not exact
 
 
@@ -161,6 +161,196 @@ class Params:
     compare: CompareParams = field(default_factory=CompareParams)
 
 
+# ----------------------------------------------------------------------------- values
+# What a value must be beyond its type, checked when params are read, so that no command
+# meets a bad value halfway through its work. The modules that use a value may check more
+# (a file's existence, a measure's family): those checks need what core does not import.
+
+STOPWORD_LANGUAGES = {  # tokenizer.stopwords name -> the list bm25s ships
+    "english": "STOPWORDS_EN", "english_plus": "STOPWORDS_EN_PLUS", "german": "STOPWORDS_GERMAN",
+    "dutch": "STOPWORDS_DUTCH", "french": "STOPWORDS_FRENCH", "spanish": "STOPWORDS_SPANISH",
+    "portuguese": "STOPWORDS_PORTUGUESE", "italian": "STOPWORDS_ITALIAN",
+    "russian": "STOPWORDS_RUSSIAN", "swedish": "STOPWORDS_SWEDISH",
+    "norwegian": "STOPWORDS_NORWEGIAN", "danish": "STOPWORDS_DANISH",
+    "turkish": "STOPWORDS_TURKISH", "chinese": "STOPWORDS_CHINESE", "korean": "STOPWORDS_KOREAN",
+}
+LSA_ALGORITHMS = ("randomized", "arpack")
+FIELDS = ("title", "text")
+NEGATIVES = ("hard", "random")
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a dataset, run or variant name: also a path part
+_MEASURE = re.compile(r"[A-Za-z]+(\([A-Za-z0-9=,_ ]*\))?(@\d+)?")
+_FAISS_FACTORY = re.compile(r"[A-Za-z0-9_.]+(,[A-Za-z0-9_.]+)*")
+
+
+def token_pattern(pattern: str, source: str | None = "params.yaml") -> re.Pattern:
+    """Compile ``tokenizer.pattern``: a valid regex, no capturing group, never matching ""."""
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise InputError(f"invalid regex {pattern!r}: {exc}", source, field="tokenizer.pattern") from None
+    if regex.groups:  # findall would return the groups, not the tokens
+        raise InputError("pattern must not contain capturing groups (use (?:...))", source,
+                         field="tokenizer.pattern")
+    if regex.fullmatch(""):
+        raise InputError("pattern matches the empty string", source, field="tokenizer.pattern")
+    return regex
+
+
+def is_stopword_file(spec: str) -> bool:
+    """A ``tokenizer.stopwords`` value naming a file rather than a language."""
+    path = Path(spec)
+    return bool(path.suffix) or "/" in spec or path.exists()
+
+
+def _stemmer(value):
+    import Stemmer
+
+    if value not in Stemmer.algorithms():
+        return f"unknown stemmer {value!r} (choices: {', '.join(Stemmer.algorithms())}; none: no stemming)"
+    return None
+
+
+def _reason(check, value):
+    try:
+        check(value)
+    except InputError as exc:
+        return exc.reason
+    return None
+
+
+def _between(low, high, low_open=False, high_open=False):
+    def check(value):
+        below = value <= low if low_open else value < low
+        above = high is not None and (value >= high if high_open else value > high)
+        if below or above:
+            left, right = "(" if low_open else "[", ")" if high_open or high is None else "]"
+            return f"must lie in {left}{low}, {'inf' if high is None else high}{right}, got {value}"
+        return None
+    return check
+
+
+def _one_of(choices):
+    return lambda value: None if value in choices else f"unknown value {value!r} (choices: {', '.join(choices)})"
+
+
+def _matches(regex, what):
+    return lambda value: None if regex.fullmatch(value) else f"{value!r} is not {what}"
+
+
+def _device(value):
+    if value in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", value):
+        return None
+    return f"unknown device {value!r} (auto, cpu, cuda, cuda:N)"
+
+
+def _fields(value):
+    if not value:
+        return "expected at least one of title, text"
+    if len(set(value)) != len(value) or not set(value) <= set(FIELDS):
+        return f"expected distinct names among {', '.join(FIELDS)}, got {value!r}"
+    return None
+
+
+def _positives_rule(value):
+    if isinstance(value, int):
+        return None if value >= 1 else f"expected a count >= 1 or 'at least N', got {value!r}"
+    match = re.fullmatch(r"\s*at least\s+(\d+)\s*", value)
+    return None if match and int(match.group(1)) >= 1 else f"expected a count >= 1 or 'at least N', got {value!r}"
+
+
+def _each(check):
+    def each(values):
+        return next((f"item {i}: {why}" for i, v in enumerate(values) if (why := check(v))), None)
+    return each
+
+
+def _pairs(pairs):
+    for i, pair in enumerate(pairs):
+        if len(pair) != 2:
+            return f"item {i}: expected [baseline, candidate], got {pair!r}"
+        if (why := _each(_matches(_NAME, "a run name"))(pair)) is not None:
+            return f"item {i}: {why}"
+    return None
+
+
+def _stopwords(value):
+    if value in STOPWORD_LANGUAGES or is_stopword_file(value):
+        return None  # a file is read (and checked) by the tokenizer
+    return (f"{value!r} is neither a stopword language ({', '.join(sorted(STOPWORD_LANGUAGES))}) nor a file; "
+            "none: no stopwords")
+
+
+_POSITIVE, _NON_NEGATIVE, _UNIT = _between(1, None), _between(0, None), _between(0.0, 1.0)
+_MEASURE_NAME = _matches(_MEASURE, "a measure name (e.g. nDCG@10)")
+# dotted key ("*" for any name under a mapping) -> check(value) -> None or why the value is wrong;
+# None values (an optional key turned off) are not checked
+RULES = {
+    "dataset": _matches(_NAME, "a dataset name (letters, digits, _ . + -)"),
+    "generate.families": _POSITIVE, "generate.confusables_per_family": _NON_NEGATIVE,
+    "generate.generic_docs": _NON_NEGATIVE, "generate.queries_per_family": _POSITIVE,
+    "generate.difficulty": _UNIT,
+    "prepare.train": _UNIT, "prepare.val": _UNIT, "prepare.test": _UNIT,
+    "tokenizer.pattern": lambda value: _reason(token_pattern, value),
+    "tokenizer.stopwords": _stopwords, "tokenizer.stemmer": _stemmer,
+    "retrieve.depth": _POSITIVE, "retrieve.fields": _fields,
+    "bm25.k1": _NON_NEGATIVE, "bm25.b": _UNIT,
+    "lsa.dims": _POSITIVE, "lsa.algorithm": _one_of(LSA_ALGORITHMS),
+    "dense.max_seq_length": _POSITIVE, "dense.batch_size": _POSITIVE, "dense.device": _device,
+    "dense.faiss_factory": _matches(_FAISS_FACTORY, "a FAISS factory string (e.g. Flat, HNSW32, IVF256,Flat)"),
+    "dense.lock": lambda value: None if value.strip() else "expected builtin, a lock file, a model folder or "
+                                                           "hub:NAME@REVISION",
+    "fusion.rrf_k": _between(0.0, None, low_open=True), "fusion.alpha": _UNIT, "fusion.depth": _POSITIVE,
+    "fusion.rrf_k_grid": _each(_between(0.0, None, low_open=True)), "fusion.alpha_grid": _each(_UNIT),
+    "fusion.tune_measure": _MEASURE_NAME,
+    "mine.source": _matches(_NAME, "a run name"), "mine.count": _POSITIVE, "mine.range_min": _POSITIVE,
+    "mine.range_max": _POSITIVE, "mine.margin": _between(0.0, 1.0, high_open=True),
+    "train.epochs": _POSITIVE, "train.max_steps": _POSITIVE, "train.batch_size": _POSITIVE,
+    "train.lr": _between(0.0, None, low_open=True), "train.warmup_ratio": _UNIT,
+    "train.weight_decay": _NON_NEGATIVE, "train.max_grad_norm": _between(0.0, None, low_open=True),
+    "train.max_seq_length": _POSITIVE, "train.positives_per_query": _positives_rule,
+    "train.validate_every": _NON_NEGATIVE,
+    "train.variants.*.negatives": _one_of(NEGATIVES),
+    "train.variants.*.temperature": _between(0.0, None, low_open=True),
+    "evaluate.measures": _each(_MEASURE_NAME), "evaluate.diagnose_k": _POSITIVE,
+    "evaluate.judged_threshold": _UNIT, "evaluate.ci_level": _between(0.0, 1.0, True, True),
+    "evaluate.resamples": _POSITIVE, "evaluate.permutations": _POSITIVE,
+    "compare.pairs": _pairs, "compare.measure": _MEASURE_NAME,
+    # numpy, scikit-learn and FAISS take 32-bit unsigned seeds
+    **{f"{section}.seed": _between(0, 2**32 - 1) for section in
+       ("generate", "prepare", "lsa", "dense", "mine", "train", "evaluate")},
+}
+
+
+def _leaves(obj, prefix: str = ""):
+    """(dotted key, rule key, value) of every value below a params dataclass."""
+    if dataclasses.is_dataclass(obj):
+        for f in dataclasses.fields(obj):
+            yield from _leaves(getattr(obj, f.name), f"{prefix}.{f.name}" if prefix else f.name)
+    elif isinstance(obj, dict):
+        for name, value in obj.items():
+            yield f"{prefix}.{name}", f"{prefix}.*", name
+            for key, _, leaf in _leaves(value, f"{prefix}.{name}"):
+                yield key, key.replace(f"{prefix}.{name}.", f"{prefix}.*.", 1), leaf
+    else:
+        yield prefix, prefix, obj
+
+
+def check_values(params: Params, source: str = "params.yaml") -> None:
+    """Apply :data:`RULES`; the first wrong value is an error naming its key."""
+    for key, rule_key, value in _leaves(params):
+        if key != rule_key and rule_key.endswith(".*"):  # a name under a mapping: also a path part
+            why = None if _NAME.fullmatch(value) else f"name {value!r} is not letters, digits, _ . + -"
+        else:
+            rule = RULES.get(rule_key)
+            why = None if value is None or rule is None else rule(value)
+        if why is not None:
+            raise InputError(why, source, field=key)
+    if params.mine.range_max < params.mine.range_min:
+        raise InputError(f"must be >= mine.range_min ({params.mine.range_min}), got {params.mine.range_max}",
+                         source, field="mine.range_max")
+
+
 # ----------------------------------------------------------------------------- checking
 
 
@@ -172,6 +362,8 @@ def _coerce(value: Any, tp, where: str, source: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it (dataclasses built)."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
+        if type(None) in typing.get_args(tp) and isinstance(value, str) and value.strip().lower() == "none":
+            return None  # `none` turns an optional setting off, like null
         errors = []
         for option in typing.get_args(tp):
             try:
@@ -227,15 +419,29 @@ def _build(cls, data: dict, prefix: str, source: str):
 
 
 def params_from_dict(data: dict | None, source: str = "params.yaml") -> Params:
-    return _build(Params, data or {}, "", source)
+    if not isinstance(data or {}, dict):
+        raise InputError(f"expected a mapping at the top level, got {data!r}", source)
+    params = _build(Params, data or {}, "", source)
+    check_values(params, source)
+    return params
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """``section.key=value`` → (["section", "key"], value parsed as YAML)."""
+    """``section.key=value`` → (["section", "key"], value).
+
+    The value is YAML when it parses (``0.9``, ``null``, ``[title, text]``) and the raw
+    string otherwise, so ``tokenizer.pattern=[a-z0-9]+`` needs no quoting.
+    """
     if "=" not in text:
         raise InputError(f"override {text!r} is not of the form section.key=value", field="--set")
     key, raw = text.split("=", 1)
-    return key.strip().split("."), yaml.safe_load(raw) if raw.strip() else None
+    if not raw.strip():
+        return key.strip().split("."), None
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        value = raw
+    return key.strip().split("."), value
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
@@ -306,7 +512,8 @@ def _located(exc: InputError, path: Path, overrides: list[str]) -> InputError:
     where = exc.field or ""
     for text in overrides:
         key = text.split("=", 1)[0].strip()
-        if where == key or where.startswith((key + ".", key + "[")):
+        # the bad value is the override's, inside it, or the setting it turned into a mapping
+        if where == key or where.startswith((key + ".", key + "[")) or key.startswith(where + "."):
             return InputError(f"{exc.reason} (from --set {text})", field=where)
     line = _key_line(path, where) if path.exists() and where else None
     return InputError(exc.reason, exc.path, line, exc.field)

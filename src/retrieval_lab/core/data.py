@@ -7,8 +7,10 @@ skipped by an explicit option) is counted in the returned report.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +30,12 @@ class Doc:
     metadata: dict = field(default_factory=dict)
 
     def content(self, fields: list[str] | tuple[str, ...] = ("title", "text")) -> str:
-        """The indexed text: the chosen fields joined by one space (empty fields skipped)."""
-        return " ".join(getattr(self, f) for f in fields if getattr(self, f))
+        """The indexed text: the chosen fields joined by one space (blank fields skipped).
+
+        A title-only document's content is its title; a document whose every chosen
+        field is blank has the content "" (kept: it may be judged, and is then a miss).
+        """
+        return " ".join(value for f in fields if (value := getattr(self, f)).strip())
 
 
 @dataclass(frozen=True)
@@ -52,16 +58,32 @@ class Dataset:
         return {q: self.queries[q] for q in self.qrels[split]}
 
 
-def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, decoded line), naming the line of any invalid UTF-8."""
-    if not path.exists():
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+    """Yield (line number, bytes) of a file, gunzipped when it is gzip data (whatever its name)."""
+    path = Path(path)
+    if not path.is_file():
         raise InputError("file not found", str(path))
     with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, start=1):
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number) from None
+        compressed = fh.read(2) == GZIP_MAGIC
+    number = 0
+    try:
+        with (gzip.open(path, "rb") if compressed else open(path, "rb")) as fh:
+            for number, raw in enumerate(fh, start=1):
+                yield number, raw
+    except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream
+        raise InputError(f"unreadable gzip data after line {number} ({exc})", str(path), number + 1) from None
+
+
+def text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, decoded line), naming the line of any invalid UTF-8; gzip is read transparently."""
+    for number, raw in raw_lines(path):
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number) from None
 
 
 def _string(obj: dict, key: str, path: Path, line: int, required: bool = True,
@@ -93,10 +115,10 @@ def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
         yield number, obj
 
 
-def read_jsonl_records(path: str | Path, kind: str) -> list[tuple[int, dict]]:
-    """Parse a JSONL file of objects with a unique string ``_id``; returns (line, object)."""
+def read_jsonl_records(path: str | Path, kind: str) -> Iterator[tuple[int, dict]]:
+    """Parse a JSONL file of objects with a unique string ``_id``; yields (line, object) as it reads."""
     path = Path(path)
-    records, first_line = [], {}
+    first_line = {}
     for number, obj in json_objects(path):
         doc_id = _string(obj, "_id", path, number, non_empty=True)
         if doc_id in first_line:
@@ -111,8 +133,7 @@ def read_jsonl_records(path: str | Path, kind: str) -> list[tuple[int, dict]]:
         family = metadata.get("family")
         if family is not None and not isinstance(family, str):
             raise InputError("expected a string", str(path), number, "metadata.family")
-        records.append((number, obj))
-    return records
+        yield number, obj
 
 
 def read_corpus(path: str | Path) -> dict[str, Doc]:
@@ -120,7 +141,7 @@ def read_corpus(path: str | Path) -> dict[str, Doc]:
     corpus = {}
     for number, obj in read_jsonl_records(path, "document"):
         title = _string(obj, "title", path, number)
-        text = _string(obj, "text", path, number, non_empty=True)
+        text = _string(obj, "text", path, number)  # may be empty: title-only and empty documents are kept
         metadata = obj.get("metadata") or {}
         corpus[obj["_id"]] = Doc(obj["_id"], title, text, metadata.get("family"), metadata)
     return corpus
@@ -175,26 +196,55 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
     return qrels
 
 
+def empty_documents(corpus: dict[str, Doc], fields: list[str] | tuple[str, ...] = ("title", "text")) -> list[str]:
+    """Ids of the documents whose content over ``fields`` is empty, in corpus order."""
+    return [d for d, doc in corpus.items() if not doc.content(fields)]
+
+
+LEXICAL_MISS = "lexical retrievers never return them"
+
+
+def empty_documents_note(corpus: dict[str, Doc], fields: list[str] | tuple[str, ...] = ("title", "text"),
+                         consequence: str = LEXICAL_MISS) -> str | None:
+    """One line for a stage to print about documents with no text (None when there is none)."""
+    empty = empty_documents(corpus, fields)
+    if not empty:
+        return None
+    shown = ", ".join(empty[:5]) + (", ..." if len(empty) > 5 else "")
+    noun = "document" if len(empty) == 1 else "documents"
+    return f"{len(empty)} {noun} with no text in {'+'.join(fields)} ({shown}): {consequence}"
+
+
 def positives(judged: dict[str, int], min_rel: int = 1) -> set[str]:
     return {d for d, r in judged.items() if r >= min_rel}
+
+
+def _plain_or_gz(path: Path) -> Path:
+    """``path``, or ``path.gz`` when only that exists (a missing file is named as the plain one)."""
+    gz = path.with_name(path.name + ".gz")
+    return gz if not path.exists() and gz.exists() else path
 
 
 def load_dataset(path: str | Path, splits: list[str] | None = None) -> Dataset:
     """Load and check a BEIR folder; ``splits`` defaults to every ``qrels/*.tsv``.
 
+    Each file may be gzipped in place (``corpus.jsonl.gz``, ``qrels/test.tsv.gz``).
+
     ``report`` counts, per split, judged queries and those without any positive.
     """
     path = Path(path)
-    corpus = read_corpus(path / "corpus.jsonl")
-    queries = read_queries(path / "queries.jsonl")
+    corpus = read_corpus(_plain_or_gz(path / "corpus.jsonl"))
+    queries = read_queries(_plain_or_gz(path / "queries.jsonl"))
     qrels_dir = path / "qrels"
     if splits is None:
-        splits = sorted(p.stem for p in qrels_dir.glob("*.tsv"))
+        splits = sorted({p.name.removesuffix(".gz").removesuffix(".tsv")
+                         for pattern in ("*.tsv", "*.tsv.gz") for p in qrels_dir.glob(pattern)})
         if not splits:
             raise InputError("no qrels/<split>.tsv file", str(qrels_dir))
-    qrels, report = {}, {"documents": len(corpus), "queries": len(queries), "splits": {}}
+    qrels, report = {}, {"documents": len(corpus), "documents_without_text": len(empty_documents(corpus)),
+                         "queries": len(queries), "splits": {}}
     for split in splits:
-        qrels[split] = read_qrels(qrels_dir / f"{split}.tsv", queries, corpus)
+        qrels[split] = read_qrels(_plain_or_gz(qrels_dir / f"{split}.tsv"), queries, corpus)
         no_positive = sorted(q for q, judged in qrels[split].items() if not positives(judged))
         report["splits"][split] = {
             "judged_queries": len(qrels[split]),

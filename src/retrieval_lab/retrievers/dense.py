@@ -69,7 +69,7 @@ class DenseRetriever:
         if dataset is None:
             raise InputError("dense reads an embeddings folder (--embeddings) or a BEIR folder (--dataset)",
                              field="--embeddings")
-        model = enc.load(params.dense.lock, params.dense.device)
+        model = enc.load(params.dense.lock, params.dense.device, "dense.lock")
         return cls(enc.embed_dataset(model, dataset, params.dense, params.retrieve.fields), params.dense, model)
 
     def _encoder_for_new_queries(self):
@@ -78,6 +78,8 @@ class DenseRetriever:
 
             source = self.embeddings.report.get("model", {})
             spec = source.get("lock") or source.get("model_dir")
+            if spec is None and "hub" in source:
+                spec = f"hub:{source['hub']}@{source['revision']}"
             if spec is None:
                 raise InputError("queries missing from the embeddings folder and its report names no model",
                                  field="--embeddings")

