@@ -3,7 +3,8 @@
     PATH=.venv/bin:$PATH python scripts/measure_float_drift.py [--isa avx2] [--threads 1] [--json out.json]
 
 Runs ``dvc repro`` in a scratch clone of HEAD with the CPU kernels restricted to an older
-instruction set (PyTorch's ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA)
+instruction set (PyTorch's ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, ONEDNN_MAX_CPU_ISA,
+NumPy's NPY_DISABLE_CPU_FEATURES)
 and/or another thread count: the same summation-order changes that a different processor
 brings. Then it reports which dvc.lock outputs changed bytes (stages in
 ``reproducibility.EXACT_STAGES`` must not) and the largest drift of any measure against the
@@ -28,7 +29,8 @@ from retrieval_lab.reproducibility import EXACT_STAGES, MEASURE_TOLERANCE, drift
 ROOT = Path(__file__).resolve().parents[1]
 ISA = {  # name -> the variables that cap each library's kernels at that instruction set
     "native": {},
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "NPY_DISABLE_CPU_FEATURES": "AVX512_SPR AVX512_ICL X86_V4"},
 }
 
 

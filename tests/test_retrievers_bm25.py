@@ -83,3 +83,40 @@ def test_scifact_ndcg_matches_published_bm25(scifact_dir):
     ndcg = evaluate(dataset.qrels["test"], run, ["nDCG@10"]).means["nDCG@10"]
     # Anserini flat 0.6789 (Lucene English analyzer); ours: Lucene stopwords + Snowball English
     assert abs(ndcg - 0.679) < 0.015
+
+
+# NumPy's dispatch caps: without AVX-512 its SIMD log is the C library's, with it one that
+# differs in the last bit for about 1 value in 4,000 (measured on AMD Zen 4).
+NO_AVX512 = "AVX512_SPR AVX512_ICL X86_V4"
+_RUN_BM25 = """
+import sys
+from retrieval_lab.core.config import Params
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.retrievers.bm25 import BM25Retriever
+from retrieval_lab.runs import format_run
+dataset, params = load_dataset(sys.argv[1], ["test"]), Params()
+bm25 = BM25Retriever(dataset.corpus, params.tokenizer, params.bm25, params.retrieve.fields)
+sys.stdout.write(format_run(bm25.search({q: v.text for q, v in dataset.split_queries("test").items()}, 100), "bm25"))
+"""
+
+
+@pytest.mark.scifact
+def test_scifact_run_bytes_depend_neither_on_the_process_nor_on_numpys_cpu_dispatch(scifact_dir):
+    """The BM25 run is promised byte-identical on every x86-64 CPU (README, Reproducibility).
+
+    Two processes with other string-hash seeds (term ids, and so the order of float sums, must
+    not follow set iteration) and one with NumPy's AVX-512 kernels disabled.
+    """
+    import os
+    import subprocess
+    import sys
+
+    def run(hash_seed: str, disabled: str) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "NPY_DISABLE_CPU_FEATURES": disabled}
+        return subprocess.run([sys.executable, "-c", _RUN_BM25, str(scifact_dir)], env=env, check=True,
+                              capture_output=True, text=True).stdout
+
+    first = run("1", "")
+    assert first.count("\n") > 29_000  # 300 queries, up to 100 documents each
+    assert run("2", "") == first
+    assert run("3", NO_AVX512) == first

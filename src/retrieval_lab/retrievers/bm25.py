@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..core.config import BM25Params, Params, TokenizerParams
@@ -33,7 +35,9 @@ def _chunk_postings(tokenizer: Tokenizer, vocab: dict[str, int], memo: dict[str,
     counts = np.empty(len(texts), dtype=np.int64)
     for i, text in enumerate(texts):
         raw = tokenizer.split(text)
-        for token in set(raw).difference(memo):
+        for token in dict.fromkeys(raw):  # first-occurrence order: term ids (and sums) never follow str hashes
+            if token in memo:
+                continue
             final = tokenizer.finalise(token)
             memo[token] = vocab.setdefault(final, len(vocab)) if final else -1
         before = len(ids)
@@ -91,7 +95,9 @@ class BM25Retriever:
         tf = np.concatenate([p[2] for p in parts]).astype(np.float64) if parts else np.zeros(0)  # [P]
         del parts
         df = np.bincount(terms, minlength=len(self.vocab)).astype(np.float64)  # [V]
-        idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))  # [V]
+        # math.log (the C library's), not np.log: NumPy picks a SIMD log by CPU (AVX-512 or not) and
+        # the last bit would differ between machines; BM25 runs are promised byte-identical everywhere.
+        idf = np.fromiter(map(math.log, (1.0 + (n - df + 0.5) / (df + 0.5)).tolist()), np.float64, len(df))  # [V]
         avgdl = lengths.mean() if n and lengths.sum() else 1.0
         norm = params.k1 * (1.0 - params.b + params.b * lengths / avgdl)  # [N]
         weights = idf[terms] * tf / (tf + norm[docs])  # [P] float64: scores match the formula to ~1e-12
