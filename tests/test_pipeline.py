@@ -151,6 +151,23 @@ def test_a_module_edit_is_seen_by_exactly_the_stages_that_run_it(built):
     assert "up to date" in sh(["dvc", "status"], built).stdout
 
 
+def test_another_model_lock_is_seen_by_the_dense_stages_only(built):
+    """Pointing dense.lock at another lock: encode and training change; lexical stages never."""
+    params_path = built / "params.yaml"
+    original = params_path.read_text(encoding="utf-8")
+    shutil.copy(built / "models" / "base.lock.json", built / "models" / "other.lock.json")
+    params = yaml.safe_load(original)
+    params["dense"]["lock"] = "models/other.lock.json"
+    params_path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    try:
+        status = set(json.loads(sh(["dvc", "status", "--json"], built).stdout or "{}"))
+    finally:
+        params_path.write_text(original, encoding="utf-8")
+        (built / "models" / "other.lock.json").unlink()
+    assert status == {"encode", "train@hard", "train@random", "train@temperature"}
+    assert "up to date" in sh(["dvc", "status"], built).stdout
+
+
 def test_param_change_reruns_only_what_depends_on_it(built):
     params = yaml.safe_load((built / "params.yaml").read_text())
     params["fusion"]["rrf_k_grid"] = [1]  # a different grid picks a different k: the fused run changes
