@@ -54,7 +54,7 @@ def mined_pairs(data_dir: str, run_path: str, seed: int, range_min: int, range_m
 def _score(encoder, data_dir: str) -> dict:
     from retrieval_lab.core.config import DenseParams
     from retrieval_lab.core.data import load_dataset
-    from retrieval_lab.training import dense_means
+    from retrieval_lab.dense_evaluation import dense_means
 
     dataset = load_dataset(data_dir, ["test"])
     qrels = dataset.qrels["test"]
@@ -71,7 +71,7 @@ def ours(args: dict) -> dict:
     from retrieval_lab.core.data import load_dataset
     from retrieval_lab.encoder import load
     from retrieval_lab.mining import annotated_positives
-    from retrieval_lab.training import TrainingData, fine_tune
+    from retrieval_lab.training import LoopOptions, TrainingData, fine_tune
 
     dataset = load_dataset(args["data"], ["train", "test"])
     grouped: dict[str, tuple[list, list]] = {}
@@ -87,8 +87,8 @@ def ours(args: dict) -> dict:
                                  positives_per_query=1, positives_at_least=True)
     variant = params.variants["hard"]
     encoder = load(LOCK, "cpu")
-    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, params, variant.temperature, {},
-                                                     progress=False))
+    options = LoopOptions(variant.temperature, {}, progress=False)
+    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, params, options))
     return {"contender": "ours (train@hard, multi-positive NCE)", "train_seconds": seconds,
             "steps": result.steps, **_score(encoder, args["data"])}
 
