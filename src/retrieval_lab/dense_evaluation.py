@@ -27,7 +27,7 @@ def _top_stable(row: np.ndarray, k: int) -> np.ndarray:
 def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: dict[str, str],
                 dense: DenseParams, depth: int, measures: list[str]) -> dict[str, float]:
     """Encode queries and documents, rank every document by dot product, return the mean of each measure."""
-    from .metrics import evaluate
+    from .metrics import measure_run
 
     query_ids, doc_ids = sorted(qrels), list(doc_texts)
     q = encoder.encode([query_texts[i] for i in query_ids], dense.batch_size, dense.max_seq_length,
@@ -40,4 +40,4 @@ def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: di
         scores = q[start:start + chunk] @ d.T  # c x N
         for i, row in enumerate(scores):
             run[query_ids[start + i]] = {doc_ids[j]: float(row[j]) for j in _top_stable(row, k)}
-    return evaluate(qrels, run, measures).means
+    return measure_run(qrels, run, measures).means
