@@ -30,7 +30,7 @@ def _setup(data: str):
 
 
 def _finish(name: str, dataset, work, base: float) -> dict:
-    from retrieval_lab.metrics import evaluate
+    from retrieval_lab.metrics import measure_run
     from retrieval_lab.runs import write_run
 
     def with_write():
@@ -40,7 +40,7 @@ def _finish(name: str, dataset, work, base: float) -> dict:
 
     seconds, run = _bench.timed(with_write)
     return {"contender": name, "seconds": seconds, "peak_mb": _bench.peak_mb(), "base_mb": base,
-            "nDCG@10": evaluate(dataset.qrels["test"], run, ["nDCG@10"]).means["nDCG@10"]}
+            "nDCG@10": measure_run(dataset.qrels["test"], run, ["nDCG@10"]).means["nDCG@10"]}
 
 
 def ours(data: str) -> dict:

@@ -2,10 +2,11 @@
 
 The peer is the recipe issue 6 calibrates against: 2 epochs, batch 32, temperature
 0.05 (MNRL scale 20), lr 2e-5, one hard negative per (query, positive) pair drawn from
-the base model's ranks 4-13 once the query's positives and every test positive are
-removed; AdamW without weight decay, linear decay without warmup, gradient norm
-clipped at 1.0 (the Hugging Face trainer's defaults). Ours trains with params.yaml's
-`train:` section (epochs and positives overridden as in the README's SciFact command)
+the window `mine` uses (its hard strategy: ranks 4-13 of the base run over the mining
+pool, which leaves out every test positive; the query's positives count toward ranks
+but are never drawn; ties in trec_eval order; `mining.triplets` draws one per pair);
+AdamW without weight decay, linear decay without warmup, gradient norm clipped at 1.0
+(the Hugging Face trainer's defaults). Ours trains with params.yaml's `train:` section (epochs and positives overridden as in the README's SciFact command)
 on the same negatives, grouped by query, with the multi-positive loss. Each contender
 runs in a fresh process; both are scored by the same encoder and metrics engine
 (fp32, max length 256) on the 300 test queries. Prints nDCG@10 of both and the
@@ -33,28 +34,22 @@ FIELDS = ["title", "text"]
 
 
 def mined_pairs(data_dir: str, run_path: str, seed: int, range_min: int, range_max: int) -> list[tuple]:
-    """(query id, positive id, negative id) per train pair, the negative seeded from ranks range_min..range_max."""
-    from retrieval_lab.core.data import load_dataset, positives
+    """(query id, positive id, negative id) per train pair: ``mine``'s hard window, one negative drawn per pair."""
+    from retrieval_lab.core.config import MineParams
+    from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.mining import mine, triplets
     from retrieval_lab.runs import read_run
 
-    dataset = load_dataset(data_dir, ["train", "test"])
-    test_positives = {d for judged in dataset.qrels["test"].values() for d in positives(judged)}
-    run = read_run(run_path)
-    rng = random.Random(seed)
-    triples = []
-    for qid in sorted(dataset.qrels["train"]):
-        pos = positives(dataset.qrels["train"][qid])
-        ranked = [d for d, _ in sorted(run[qid].items(), key=lambda kv: (-kv[1], kv[0]))
-                  if d not in pos and d not in test_positives]
-        window = ranked[range_min - 1:range_max]
-        triples += [(qid, p, rng.choice(window)) for p in sorted(pos)]
-    return triples
+    # count = the window's width: every eligible document of ranks range_min..range_max is kept
+    window = MineParams(seed=seed, count=range_max - range_min + 1, range_min=range_min, range_max=range_max)
+    records = mine(read_run(run_path), load_dataset(data_dir), window, "hard")
+    return triplets(records, seed)
 
 
 def _score(encoder, data_dir: str) -> dict:
     from retrieval_lab.core.config import DenseParams
     from retrieval_lab.core.data import load_dataset
-    from retrieval_lab.training import dense_means
+    from retrieval_lab.dense_evaluation import dense_means
 
     dataset = load_dataset(data_dir, ["test"])
     qrels = dataset.qrels["test"]
@@ -66,29 +61,24 @@ def _score(encoder, data_dir: str) -> dict:
 def ours(args: dict) -> dict:
     import dataclasses
 
-    from retrieval_lab.batching import Example
     from retrieval_lab.core.config import load_params
     from retrieval_lab.core.data import load_dataset
     from retrieval_lab.encoder import load
-    from retrieval_lab.mining import annotated_positives
-    from retrieval_lab.training import TrainingData, fine_tune
+    from retrieval_lab.training import LoopOptions, fine_tune, training_data
 
-    dataset = load_dataset(args["data"], ["train", "test"])
-    grouped: dict[str, tuple[list, list]] = {}
-    for qid, pos, neg in args["triples"]:
-        grouped.setdefault(qid, ([], []))[0].append(pos)
-        grouped[qid][1].append(neg)
-    examples = [Example(q, tuple(p), tuple(dict.fromkeys(n))) for q, (p, n) in sorted(grouped.items())]
-    docs = {d for e in examples for d in (*e.positives, *e.negatives)}
-    data = TrainingData(examples, annotated_positives(dataset),
-                        {e.query_id: dataset.queries[e.query_id].text for e in examples},
-                        {d: dataset.corpus[d].content(FIELDS) for d in docs})
+    dataset = load_dataset(args["data"])
+    drawn: dict[str, dict[str, None]] = {}  # query -> the negatives its pairs drew, first-drawn order
+    for qid, _, neg in args["triples"]:
+        drawn.setdefault(qid, {})[neg] = None
+    records = [{"query_id": q, "positives": sorted({p for qq, p, _ in args["triples"] if qq == q}),
+                "negatives": [{"id": n} for n in negatives]} for q, negatives in sorted(drawn.items())]
+    data = training_data(dataset, records, 1, FIELDS, at_least=True)
     params = dataclasses.replace(load_params(ROOT / "params.yaml").train, epochs=args["epochs"],
                                  positives_per_query=1, positives_at_least=True)
     variant = params.variants["hard"]
     encoder = load(LOCK, "cpu")
-    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, params, variant.temperature, {},
-                                                     progress=False))
+    options = LoopOptions(variant.temperature, {}, progress=False)
+    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, params, options))
     return {"contender": "ours (train@hard, multi-positive NCE)", "train_seconds": seconds,
             "steps": result.steps, **_score(encoder, args["data"])}
 

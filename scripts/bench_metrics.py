@@ -70,7 +70,7 @@ def measure_side(side: str, queries: int, depth: int, seed: int) -> dict:
     if side == "ours":
         from retrieval_lab import metrics
 
-        result = metrics.evaluate(qrels, run, list(OURS_TO_TREC))
+        result = metrics.measure_run(qrels, run, list(OURS_TO_TREC))
         per_query, means = result.per_query, result.means
     else:
         import pytrec_eval

@@ -207,7 +207,7 @@ def metrics_steps(folder: str, work: str) -> dict:
     import pytrec_eval
 
     from retrieval_lab.core.data import read_qrels
-    from retrieval_lab.metrics import evaluate
+    from retrieval_lab.metrics import measure_run
     from retrieval_lab.runs import read_run
 
     qrels = {}
@@ -215,7 +215,7 @@ def metrics_steps(folder: str, work: str) -> dict:
         qrels.update(read_qrels(Path(folder) / "qrels" / f"{split}.tsv"))
     run = read_run(Path(work) / "bm25.trec")
     step = _Steps()
-    ours = step("metrics", lambda: evaluate(qrels, run, list(MEASURES)))
+    ours = step("metrics", lambda: measure_run(qrels, run, list(MEASURES)))
     theirs = step("metrics_pytrec_eval", lambda: pytrec_eval.RelevanceEvaluator(
         qrels, set(MEASURES.values())).evaluate(run))
     diff = max(abs(ours.per_query[q][m] - theirs[q][t]) for q in theirs for m, t in MEASURES.items())

@@ -60,15 +60,15 @@ def test_json_by_hand(files, capsys):
 
 def test_same_numbers_as_the_compare_stage_engine(files, capsys):
     from retrieval_lab.core.data import read_qrels
-    from retrieval_lab.metrics import evaluate
+    from retrieval_lab.metrics import measure_run
     from retrieval_lab.runs import read_run
 
     qrels, base, head, params = files
     run_command("compare-runs", [qrels, base, head, "-m", "RR@10", "--json", "--params", params])
     out = json.loads(capsys.readouterr().out)["measures"]["RR@10"]
     q = read_qrels(qrels)
-    a = {k: v["RR@10"] for k, v in evaluate(q, read_run(base), ["RR@10"]).per_query.items()}
-    b = {k: v["RR@10"] for k, v in evaluate(q, read_run(head), ["RR@10"]).per_query.items()}
+    a = {k: v["RR@10"] for k, v in measure_run(q, read_run(base), ["RR@10"]).per_query.items()}
+    b = {k: v["RR@10"] for k, v in measure_run(q, read_run(head), ["RR@10"]).per_query.items()}
     (expected,) = compare_family([(a, b)], 0.95, 3000, 4)
     assert out == expected
 

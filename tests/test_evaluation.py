@@ -10,7 +10,7 @@ from command_runner import run_command
 from retrieval_lab import metrics
 from retrieval_lab.core.config import params_from_dict
 from retrieval_lab.core.data import read_qrels
-from retrieval_lab.evaluation import evaluate_run
+from retrieval_lab.evaluation import run_evaluation
 from retrieval_lab.runs import write_run
 
 CORPUS = [
@@ -46,7 +46,7 @@ def tiny(tmp_path):
 
 def test_evaluate_stage_writes_hand_checked_numbers(tiny, tmp_path):
     dataset, run_path, params = tiny
-    out = evaluate_run(dataset, "test", run_path, tmp_path / "m" / "sys.json", tmp_path / "rep", params)
+    out = run_evaluation(dataset, "test", run_path, tmp_path / "m" / "sys.json", tmp_path / "rep", params)
     # q1: R@3 1, RR 1/2, nDCG@3 (1/log2 3) / 1; Judged@2 d2, d1 -> 1
     # q2: R@3 1/2 (d4 of d3, d4), RR 1/3, nDCG@3 (1/log2 4) / (2 + 1/log2 3); Judged@2 0
     # q4: absent -> 0 everywhere; q3 excluded (no positive)
@@ -83,7 +83,7 @@ def test_evaluate_stage_keeps_other_files_in_the_reports_folder(tiny, tmp_path):
     dataset, run_path, params = tiny
     (tmp_path / "rep").mkdir()
     (tmp_path / "rep" / "fusion.json").write_text("{}")  # written there by the fuse stage
-    evaluate_run(dataset, "test", run_path, tmp_path / "m.json", tmp_path / "rep", params)
+    run_evaluation(dataset, "test", run_path, tmp_path / "m.json", tmp_path / "rep", params)
     assert (tmp_path / "rep" / "fusion.json").read_text() == "{}"
 
 
@@ -158,7 +158,7 @@ def test_scifact_qrels_against_trec_eval(scifact_dir):
     for qid, judged in qrels.items():
         picked = set(rng.sample(docs, 95)) | {d for d in judged if rng.random() < 0.7}
         run[qid] = {d: round(rng.random(), 2) for d in picked}  # 2 decimals: ties
-    ours = metrics.evaluate(qrels, run, ["nDCG@10", "R@100", "AP", "RR"])
+    ours = metrics.measure_run(qrels, run, ["nDCG@10", "R@100", "AP", "RR"])
     trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recall_100", "map", "recip_rank"}).evaluate(run)
     assert ours.report["queries_evaluated"] == len(qrels) == 300
     for name, trec_name in [("nDCG@10", "ndcg_cut_10"), ("R@100", "recall_100"), ("AP", "map"),

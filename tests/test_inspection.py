@@ -10,7 +10,7 @@ from retrieval_lab.core.config import DenseParams
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.inspection import (
-    compare,
+    compare_models,
     cosine_matrix,
     first_relevant,
     format_comparison,
@@ -79,7 +79,7 @@ def test_compare_lines_up_first_relevant_ranks():
     tuned = {"model": {"model_dir": "/ft"},
              "queries": [_query("q1", [("d1", 0.8), ("d3", 0.2)], ["d1"], 1),
                          _query("q2", [("d2", 0.6)], ["d2"], 1)]}
-    rows = compare(base, tuned)
+    rows = compare_models(base, tuned)
     assert [(r["id"], r["base_first_relevant_rank"], r["tuned_first_relevant_rank"], r["rank_change"])
             for r in rows] == [("q1", 2, 1, 1), ("q2", None, 1, None)]  # q1 moved up 2 -> 1
     text = format_comparison(base, tuned, width=30).splitlines()

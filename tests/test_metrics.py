@@ -76,7 +76,7 @@ def assert_matches_trec(qrels, run, judged_only: bool):
     checked = 0
     for k in CUTOFFS:
         for ours_name, (trec_name, level, transform) in trec_equivalents(k, qrels, judged_only).items():
-            ours = metrics.evaluate(qrels, run, [ours_name], judged_only=judged_only)
+            ours = metrics.measure_run(qrels, run, [ours_name], judged_only=judged_only)
             trec = trec_values(qrels, transform(run), trec_name, level, judged_only)
             # ours is defined on queries with a judgment >= level; absent from the run they
             # score 0 where pytrec_eval leaves them out.
@@ -116,14 +116,14 @@ def test_the_random_case_really_has_ties_and_negative_labels():
     qrels, run = random_case(0)
     assert any(len(set(d.values())) < len(d) for d in run.values())
     assert any(r < 0 for j in qrels.values() for r in j.values())
-    result = metrics.evaluate(qrels, run, ["P@5"])
+    result = metrics.measure_run(qrels, run, ["P@5"])
     assert result.report["queries_without_positive"] > 0
     assert result.report["judged_queries_absent_from_run"] > 0
 
 
 def test_ties_broken_by_doc_id_descending():
     # all scores equal: order is c, b, a, so the only positive b sits at rank 2
-    result = metrics.evaluate({"q": {"b": 1}}, {"q": {"a": 1.0, "b": 1.0, "c": 1.0}}, ["RR", "P@1"])
+    result = metrics.measure_run({"q": {"b": 1}}, {"q": {"a": 1.0, "b": 1.0, "c": 1.0}}, ["RR", "P@1"])
     assert result.means == {"RR": 0.5, "P@1": 0.0}
 
 
@@ -136,7 +136,7 @@ def test_exp_gain_ndcg_by_hand():
     ideal = 3 + 1 * inv_log3  # a at rank 1, b at rank 2
     # linear gains: a 2, b 1
     dcg_lin, ideal_lin = 1 * inv_log3 + 2 / 2, 2 + 1 * inv_log3
-    result = metrics.evaluate(qrels, run, ["nDCG(gain=exp)@3", "nDCG@3", "nDCG(gain=exp)@1"])
+    result = metrics.measure_run(qrels, run, ["nDCG(gain=exp)@3", "nDCG@3", "nDCG(gain=exp)@1"])
     assert result.means["nDCG(gain=exp)@3"] == pytest.approx(dcg / ideal, abs=1e-15)  # 0.58688
     assert result.means["nDCG@3"] == pytest.approx(dcg_lin / ideal_lin, abs=1e-15)  # 0.61990
     assert result.means["nDCG(gain=exp)@1"] == 0.0  # c (gain 0) on top
@@ -152,7 +152,7 @@ def test_sklearn_ndcg_inflates_when_given_only_retrieved_docs():
     inflated = ndcg_score([[0, 1]], [[2.0, 1.0]], k=10)
     assert inflated == pytest.approx(1 / math.log2(3))  # 0.631
     # ideal over all judged positives: 1 + 1/log2(3) + 1/log2(4) = 2.131
-    ours = metrics.evaluate(qrels, run, ["nDCG@10"]).means["nDCG@10"]
+    ours = metrics.measure_run(qrels, run, ["nDCG@10"]).means["nDCG@10"]
     assert ours == pytest.approx((1 / math.log2(3)) / (1 + 1 / math.log2(3) + 0.5), abs=1e-12)  # 0.296
     assert ours == pytest.approx(trec_values(qrels, run, "ndcg_cut_10")["q"], abs=1e-12)
     assert inflated > 2 * ours
@@ -162,9 +162,9 @@ def test_judged_at_k_counts_non_negative_judgments_over_k():
     qrels = {"q": {"a": 1, "b": 0, "c": -1}}
     run = {"q": {"c": 4.0, "b": 3.0, "x": 2.0, "a": 1.0}}
     # top 3: c (-1: not in pool), b (judged 0), x (unjudged) -> 1/3; top 5: b, a -> 2/5
-    result = metrics.evaluate(qrels, run, ["Judged@3", "Judged@5"])
+    result = metrics.measure_run(qrels, run, ["Judged@3", "Judged@5"])
     assert result.means == pytest.approx({"Judged@3": 1 / 3, "Judged@5": 2 / 5})
-    condensed = metrics.evaluate(qrels, run, ["Judged@2", "P@1"], judged_only=True)
+    condensed = metrics.measure_run(qrels, run, ["Judged@2", "P@1"], judged_only=True)
     assert condensed.means == {"Judged@2": 1.0, "P@1": 0.0}  # b, a remain; b first
     assert condensed.report["judged_only"] is True
 
@@ -172,7 +172,7 @@ def test_judged_at_k_counts_non_negative_judgments_over_k():
 def test_query_accounting():
     qrels = {"ok": {"a": 1}, "no_pos": {"a": 0}, "absent": {"b": 2}}
     run = {"ok": {"a": 1.0}, "no_pos": {"a": 1.0}, "extra": {"a": 1.0}}
-    result = metrics.evaluate(qrels, run, ["Success@1", "R(rel=2)@1"])
+    result = metrics.measure_run(qrels, run, ["Success@1", "R(rel=2)@1"])
     assert result.means["Success@1"] == 0.5  # ok 1, absent 0; no_pos excluded
     assert result.per_query == {"ok": {"Success@1": 1.0}, "absent": {"Success@1": 0.0, "R(rel=2)@1": 0.0}}
     assert result.means["R(rel=2)@1"] == 0.0  # only "absent" has a rel >= 2 judgment
@@ -186,7 +186,7 @@ def test_query_accounting():
 
 def test_no_positive_anywhere_is_an_error():
     with pytest.raises(InputError, match="no query with a positive"):
-        metrics.evaluate({"q": {"a": 0}}, {"q": {"a": 1.0}}, ["P@1"])
+        metrics.measure_run({"q": {"a": 0}}, {"q": {"a": 1.0}}, ["P@1"])
 
 
 @pytest.mark.parametrize("name, message", [
@@ -230,7 +230,7 @@ def test_first_positive_rank_by_hand():
 def test_recall_curve_equals_recall_at_each_k():
     qrels, run = random_case(6)
     curve = metrics.recall_curve(qrels, run, depth=25)
-    means = metrics.evaluate(qrels, run, [f"R@{k}" for k in range(1, 26)]).means
+    means = metrics.measure_run(qrels, run, [f"R@{k}" for k in range(1, 26)]).means
     assert curve.shape == (25,)
     np.testing.assert_allclose(curve, [means[f"R@{k}"] for k in range(1, 26)], atol=1e-12)
     assert curve[-1] > curve[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -239,3 +240,27 @@ def test_the_pool_without_positives_draws_as_the_built_list_would():
         count = rng.choice([1, 3, 7, 40])
         # the same seed gives the same negatives: mined files do not change with this optimisation
         assert random.Random(f"11:q{seed}").sample(lazy, count) == random.Random(f"11:q{seed}").sample(listed, count)
+
+
+def test_triplets_draw_one_negative_per_positive_seeded():
+    records = [{"query_id": "qa", "positives": ["d2", "d0"], "negatives": [{"id": "d4"}, {"id": "d6"}]},
+               {"query_id": "qb", "positives": ["d5"], "negatives": []},  # no negative: no row
+               {"query_id": "qc", "positives": ["d7"], "negatives": [{"id": "d9"}]}]
+    rows = mining.triplets(records, seed=3)
+    # qa's positives in sorted order, each with a negative of its own record; qc's only negative is d9
+    assert [(q, p) for q, p, _ in rows] == [("qa", "d0"), ("qa", "d2"), ("qc", "d7")]
+    assert {rows[0][2], rows[1][2]} <= {"d4", "d6"} and rows[2][2] == "d9"
+    assert mining.triplets(records, seed=3) == rows  # seeded
+
+
+def test_triplets_of_the_hard_window_draw_every_window_document(tmp_path):
+    # qa's pool ranks (see QA_RUN): g1 1, a1 2, g2 3, a2 4, g3 5, g4 6, a3 7, g5 8; qa's
+    # positives a1 and a2 (and g2, relevant in another split) count toward ranks but are never
+    # drawn, so ranks 4-8 leave g3, g4, a3, g5 -- a3 is qa2's positive, a fine negative for qa
+    dataset = _dataset(tmp_path)
+    window = MineParams(count=5, range_min=4, range_max=8)
+    records = mine(_run(), dataset, window, "hard")
+    assert _negatives(records) == ["g3", "g4", "a3", "g5"]
+    drawn = Counter(row[2] for s in range(60) for row in mining.triplets(records, seed=s) if row[0] == "qa")
+    # 120 draws over 4 documents: P(a given one missing) = (3/4)^120 ~ 1e-15
+    assert set(drawn) == {"g3", "g4", "a3", "g5"}

@@ -147,7 +147,7 @@ def test_a_module_edit_is_seen_by_exactly_the_stages_that_run_it(built):
     assert {"retrieve@bm25", "retrieve@dense", "mine@hard", "fuse@rrf", "evaluate@bm25", "train@hard",
             "compare"} <= by_runs
     assert not by_runs & {"generate", "prepare", "encode"}
-    assert stages_after_editing("training.py") == {"train@hard", "train@random", "train@temperature"}
+    assert stages_after_editing("training/loop.py") == {"train@hard", "train@random", "train@temperature"}
     assert "up to date" in sh(["dvc", "status"], built).stdout
 
 

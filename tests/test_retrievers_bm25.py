@@ -4,7 +4,7 @@ import pytest
 
 from retrieval_lab.core.config import BM25Params, TokenizerParams
 from retrieval_lab.core.data import Doc, load_dataset
-from retrieval_lab.metrics import evaluate
+from retrieval_lab.metrics import measure_run
 from retrieval_lab.retrievers.bm25 import BM25Retriever
 from retrieval_lab.tokenizer import Tokenizer
 
@@ -80,7 +80,7 @@ def test_scifact_ndcg_matches_published_bm25(scifact_dir):
     params = Params()
     bm25 = BM25Retriever(dataset.corpus, params.tokenizer, params.bm25, params.retrieve.fields)
     run = bm25.search({q: v.text for q, v in dataset.split_queries("test").items()}, 100)
-    ndcg = evaluate(dataset.qrels["test"], run, ["nDCG@10"]).means["nDCG@10"]
+    ndcg = measure_run(dataset.qrels["test"], run, ["nDCG@10"]).means["nDCG@10"]
     # Anserini flat 0.6789 (Lucene English analyzer); ours: Lucene stopwords + Snowball English
     assert abs(ndcg - 0.679) < 0.015
 

@@ -18,7 +18,7 @@ from command_runner import run_command
 
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.encoder import native_bf16
-from retrieval_lab.metrics import evaluate
+from retrieval_lab.metrics import measure_run
 from retrieval_lab.runs import read_run
 
 pytestmark = [pytest.mark.scifact, pytest.mark.slow]
@@ -34,7 +34,7 @@ def test_base_dense_model_matches_mteb(scifact_dir, tmp_path):
     assert run_command("retrieve", ["--retriever", "dense", "--embeddings", str(emb), "--split", "test",
                                     "--output", str(run_path)]) == 0
     qrels = load_dataset(scifact_dir, ["test"]).qrels["test"]
-    means = evaluate(qrels, read_run(run_path), ["nDCG@10", "AP@10", "R@100"]).means
+    means = measure_run(qrels, read_run(run_path), ["nDCG@10", "AP@10", "R@100"]).means
     # MTEB (all-MiniLM-L6-v2, SciFact test): nDCG@10 0.645, MAP@10 0.596, Recall@100 0.925
     assert abs(means["nDCG@10"] - 0.645) <= 0.005, means
     assert abs(means["AP@10"] - 0.596) <= 0.005, means

@@ -24,6 +24,7 @@ from retrieval_lab.encoder import Encoder, load, load_embeddings
 from retrieval_lab.mining import write_mined
 from retrieval_lab.training import (
     Distributed,
+    LoopOptions,
     compare_resume,
     distributed_model,
     fine_tune,
@@ -100,7 +101,7 @@ def test_resume_check_fails_without_restored_rng(toy, tmp_path, monkeypatch):
     _, _, data = toy
     ok = compare_resume(tiny_encoder, data, TINY, "hard", VARIANT, 2, tmp_path / "a")
     assert ok["passed"] and ok["max_abs_param_diff"] == 0.0
-    monkeypatch.setattr(training, "_set_rng_state", lambda state: None)
+    monkeypatch.setattr("retrieval_lab.training.loop.set_rng_state", lambda state: None)
     broken = compare_resume(tiny_encoder, data, TINY, "hard", VARIANT, 2, tmp_path / "b")
     assert not broken["passed"]
     assert not broken["checks"]["identical_losses"] and broken["max_abs_param_diff"] > 0
@@ -111,13 +112,13 @@ def test_resume_refuses_another_config_or_model(toy, tmp_path):
     _, _, data = toy
     encoder = tiny_encoder()
     fp = fingerprint(weights_digest(encoder.model), TINY, "hard", VARIANT, data)
-    fine_tune(encoder, data, TINY, 0.05, fp, stop_after=1, checkpoint=tmp_path / "state.pt", progress=False)
+    fine_tune(encoder, data, TINY, LoopOptions(0.05, fp, stop_after=1, checkpoint=tmp_path / "state.pt", progress=False))
     state = load_checkpoint(tmp_path / "state.pt", fp)
     assert state["step"] == 1 and state["position"] == 1 and state["epoch"] == 0
     other = fingerprint(weights_digest(encoder.model), dataclasses.replace(TINY, lr=5e-4), "hard", VARIANT, data)
     with pytest.raises(InputError, match=r"state.pt field 'fingerprint'.*train.lr: checkpoint 0.001, now 0.0005"):
-        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, lr=5e-4), 0.05, other,
-                  resume=tmp_path / "state.pt", progress=False)
+        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, lr=5e-4),
+                  LoopOptions(0.05, other, resume=tmp_path / "state.pt", progress=False))
     another_model = fingerprint(weights_digest(tiny_encoder(seed=1).model), TINY, "hard", VARIANT, data)
     with pytest.raises(InputError, match="model.weights_sha256: checkpoint '[0-9a-f]{64}', now '[0-9a-f]{64}'"):
         load_checkpoint(tmp_path / "state.pt", another_model)
@@ -221,7 +222,7 @@ def _first_step_and_two_steps(dist_info: Distributed, dataset_dir: str, negative
     encoder = tiny_encoder(dropout=0.0)
     params = dataclasses.replace(TINY, batch_size=4, max_steps=2)
     fp = fingerprint("x", params, "hard", VARIANT, data, dist_info.world)
-    run = fine_tune(encoder, data, params, 0.05, fp, dist_info=dist_info, progress=False)
+    run = fine_tune(encoder, data, params, LoopOptions(0.05, fp, dist_info=dist_info, progress=False))
     return {"loss": loss.item(), "grads": grads, "losses": [h["loss"] for h in run.history],
             "order": [h["query_ids"] for h in run.history]}
 
@@ -299,8 +300,8 @@ def test_check_checkpoints_script(toy, tmp_path, monkeypatch, capsys):
     encoder = tiny_encoder()
     encoder.save(tmp_path / "tiny")
     fp = fingerprint(weights_digest(encoder.model), TINY, "hard", VARIANT, data)
-    fine_tune(encoder, data, TINY, 0.05, fp, stop_after=1, checkpoint=tmp_path / "ft" / "a" / "state.pt",
-              progress=False)
+    fine_tune(encoder, data, TINY, LoopOptions(0.05, fp, stop_after=1, checkpoint=tmp_path / "ft" / "a" / "state.pt",
+                                               progress=False))
     script = _script("check_checkpoints")
     monkeypatch.setattr("sys.argv", ["x", str(tmp_path / "ft"), "--model", str(tmp_path / "tiny")])
     assert script.main() == 0
@@ -342,7 +343,7 @@ def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
         params = dataclasses.replace(TINY, max_grad_norm=clip)
         encoder = tiny_encoder()
         fp = fingerprint(weights_digest(encoder.model), params, "hard", VARIANT, data)
-        fine_tune(encoder, data, params, 0.05, fp, stop_after=2, progress=False)
+        fine_tune(encoder, data, params, LoopOptions(0.05, fp, stop_after=2, progress=False))
         runs[clip] = (fp, weights_digest(encoder.model))
     assert runs[None][1] != runs[1e-9][1]
     assert runs[None][0]["train"]["max_grad_norm"] is None and runs[1e-9][0]["train"]["max_grad_norm"] == 1e-9
@@ -359,27 +360,3 @@ def test_the_positives_rule_keeps_its_one_value_fingerprint():
     at_least = TrainParams(positives_per_query=1, positives_at_least=True)
     assert fingerprint("x", at_least, "hard", VARIANT, data)["train"]["positives_per_query"] == "at least 1"
 
-
-def test_dense_means_ranks_by_dot_product():
-    vectors = {"q1": [1.0, 0.0], "q2": [0.0, 1.0], "a": [0.9, 0.1], "b": [0.2, 0.8], "c": [0.6, 0.4]}
-
-    class Fixed:  # text -> a fixed 2-d embedding
-        def encode(self, texts, batch_size, max_length, bf16):
-            return np.array([vectors[t] for t in texts], dtype=np.float32)
-
-    qrels = {"q1": {"c": 1}, "q2": {"b": 1}}
-    means = training.dense_means(Fixed(), qrels, {"q1": "q1", "q2": "q2"}, {"a": "a", "b": "b", "c": "c"},
-                                 Params().dense, depth=2, measures=["RR", "R@1", "R@2"])
-    # q1 scores a 0.9, c 0.6, b 0.2: c at rank 2 -> RR 1/2; q2 scores b 0.8 first -> RR 1
-    assert means == pytest.approx({"RR": 0.75, "R@1": 0.5, "R@2": 1.0})
-    # depth 1 cuts q1's list before c: RR 0 for it
-    assert training.dense_means(Fixed(), qrels, {"q1": "q1", "q2": "q2"}, {"a": "a", "b": "b", "c": "c"},
-                                Params().dense, depth=1, measures=["RR"])["RR"] == pytest.approx(0.5)
-
-
-def test_top_stable_is_a_stable_sorts_first_k():
-    rng = np.random.default_rng(0)
-    for n, k in [(1, 1), (10, 3), (50, 50), (200, 17)]:
-        row = rng.choice([0.1, 0.2, 0.3, -0.4], size=n).astype(np.float32)  # ties everywhere
-        expected = np.argsort(-row, kind="stable")[:k]
-        assert training._top_stable(row, k).tolist() == expected.tolist()

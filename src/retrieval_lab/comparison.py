@@ -16,7 +16,7 @@ import numpy as np
 
 from . import stats
 from .core.errors import InputError
-from .metrics import evaluate, parse_measure
+from .metrics import measure_run, parse_measure
 
 
 def per_query_measures(text: str, source: str) -> dict[str, dict]:
@@ -120,7 +120,7 @@ def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str
                  permutations: int = 10000, seed: int = 0) -> dict:
     """Two runs on the same qrels, one comparison per measure, the measures as one family."""
     measures = list(dict.fromkeys(measures))
-    base, head = evaluate(qrels, base_run, measures), evaluate(qrels, head_run, measures)
+    base, head = measure_run(qrels, base_run, measures), measure_run(qrels, head_run, measures)
     rows = compare_family([(_values(base.per_query, m), _values(head.per_query, m)) for m in measures],
                           family_level, permutations, seed)
     return {**family_header(sum(r is not None for r in rows), family_level, permutations, seed),

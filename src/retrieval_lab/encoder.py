@@ -267,11 +267,14 @@ class Encoder:
         self.last_truncated = truncated
         return out
 
-    def save(self, directory: str | Path) -> None:
-        """Save model and tokenizer in Hugging Face format (atomically, as a folder)."""
+    def save(self, directory: str | Path, reports: dict[str, dict] | None = None) -> None:
+        """Save model and tokenizer in Hugging Face format, plus ``reports`` (file name -> JSON object,
+        e.g. training.json), renamed into place together."""
         with atomic_path(directory, is_dir=True) as tmp:
             self.model.save_pretrained(tmp)
             self.tokenizer.save_pretrained(tmp)
+            for name, report in (reports or {}).items():
+                write_json(tmp / name, report)
 
 
 def load(model: str | Path, device: str = "auto", field: str | None = None) -> Encoder:

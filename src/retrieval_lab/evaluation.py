@@ -63,7 +63,7 @@ def _csv(header: str, rows) -> str:
     return header + "\n" + "".join(",".join(str(v) for v in row) + "\n" for row in rows)
 
 
-def evaluate_run(dataset: str | Path, split: str, run_path: str | Path, metrics_path: str | Path,
+def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metrics_path: str | Path,
                  reports: str | Path, params: Params, log: Callable[[str], None] = print) -> dict:
     """Evaluate ``run_path`` on ``dataset``'s ``split``; write metrics and reports; return the metrics dict.
 
@@ -80,7 +80,7 @@ def evaluate_run(dataset: str | Path, split: str, run_path: str | Path, metrics_
 
     judged = judged_measures(cfg.measures, cfg.diagnose_k)
     measures = list(dict.fromkeys(cfg.measures + judged))
-    result = metrics.evaluate(qrels, run, measures)
+    result = metrics.measure_run(qrels, run, measures)
     depth = max([params.retrieve.depth] + [len(docs) for docs in run.values()])
     ranks = metrics.positive_ranks(qrels, run)
     first = metrics.first_positive_ranks(qrels, run)

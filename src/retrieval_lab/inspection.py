@@ -121,7 +121,7 @@ def inspect(encoder, dataset: Dataset, split: str, n: int, k: int, params: Dense
     }
 
 
-def compare(base: dict, tuned: dict) -> list[dict]:
+def compare_models(base: dict, tuned: dict) -> list[dict]:
     """Per query of both reports: neighbours side by side and the first relevant rank under each model."""
     tuned_by_id = {q["id"]: q for q in tuned["queries"]}
     rows = []
@@ -185,7 +185,7 @@ def format_report(report: dict) -> str:
 def format_comparison(base: dict, tuned: dict, width: int = 60) -> str:
     """Side by side, per query: base neighbours | fine-tuned neighbours, and the first relevant ranks."""
     lines = [f"base:       {_model_name(base['model'])}", f"fine-tuned: {_model_name(tuned['model'])}"]
-    for row in compare(base, tuned):
+    for row in compare_models(base, tuned):
         change = "" if row["rank_change"] is None else f" ({row['rank_change']:+d})"
         ranks = (f"  first relevant rank: base {row['base_first_relevant_rank'] or 'none'}, "
                  f"fine-tuned {row['tuned_first_relevant_rank'] or 'none'}{change}")

@@ -341,7 +341,7 @@ def _evaluated_queries(qrels: Qrels) -> list[str]:
     return queries
 
 
-def evaluate(qrels: Qrels, run: Run, measures: list[str], judged_only: bool = False) -> EvalResult:
+def measure_run(qrels: Qrels, run: Run, measures: list[str], judged_only: bool = False) -> EvalResult:
     """Score ``run`` against ``qrels`` on ``measures`` (see the module docstring for every definition).
 
     Means and per-query values are keyed by the names as given. Evaluated queries are
@@ -386,7 +386,7 @@ def evaluate(qrels: Qrels, run: Run, measures: list[str], judged_only: bool = Fa
 
 def recall_curve(qrels: Qrels, run: Run, depth: int, judged_only: bool = False) -> np.ndarray:
     """Mean R@k for k = 1..depth over the evaluated queries, shape (depth,): same numbers as
-    ``evaluate(..., ["R@k"])`` for each k, computed in one pass."""
+    ``measure_run(..., ["R@k"])`` for each k, computed in one pass."""
     t = _flatten(qrels, run, _evaluated_queries(qrels), judged_only)
     hit = (t.rel >= 1) & (t.rank <= depth)
     share = _per_relevant(np.ones(t.nq), t, 1)  # (nq,) one positive found is worth 1/R of its query

@@ -197,6 +197,22 @@ def mine(run: Run, dataset: Dataset, params: MineParams, strategy: str) -> list[
     return records
 
 
+def triplets(records: list[dict], seed: int) -> list[tuple[str, str, str]]:
+    """(query, positive, negative) rows, the shape a sentence-transformers MNRL recipe trains on.
+
+    One row per positive of each mined record, its negative drawn uniformly from the
+    record's negatives by one generator seeded with ``seed``, records in file order.
+    A record without negatives gives no row (``mine`` reports it as a shortfall).
+    """
+    rng = random.Random(seed)
+    rows = []
+    for record in records:
+        ids = [n["id"] for n in record["negatives"]]
+        if ids:
+            rows += [(record["query_id"], p, rng.choice(ids)) for p in sorted(record["positives"])]
+    return rows
+
+
 # ----------------------------------------------------------------------------- the file
 
 

@@ -1,10 +1,14 @@
-"""``retrieval-lab eval``: score TREC runs against qrels on ir_measures-style measures."""
+"""``retrieval-lab eval``: trec_eval on files, any runs against any qrels (:func:`metrics.measure_run`).
+
+Not a pipeline stage: the ``evaluate`` stage (:mod:`retrieval_lab.evaluation`) writes
+a run's metrics and reports.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-HELP = "evaluate TREC runs against qrels (TREC or BEIR tsv) on measures such as nDCG@10, R@100, AP"
+HELP = "trec_eval-style: measure TREC run files against qrels (TREC or BEIR tsv): nDCG@10, R@100, AP, ..."
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..core.data import read_qrels
     from ..evaluation import check_overlap, judged_measures
-    from ..metrics import evaluate, parse_measure
+    from ..metrics import measure_run, parse_measure
     from ..runs import read_run
 
     measures = list(dict.fromkeys(args.measures))
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     for name, path in zip(_run_names(args.runs), args.runs):
         run_ = read_run(path)
         check_overlap(qrels, run_, path, args.qrels)
-        results[name] = evaluate(qrels, run_, shown, judged_only=args.judged_only)
+        results[name] = measure_run(qrels, run_, shown, judged_only=args.judged_only)
 
     if args.json:
         out = {}

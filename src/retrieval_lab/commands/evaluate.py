@@ -6,7 +6,7 @@ import argparse
 
 from ..core.config import add_params_args, params_of
 
-HELP = "evaluate one run on a prepared dataset's split: metrics JSON, per-query values, curves, diagnosis"
+HELP = "the evaluate stage: one run on one split of a prepared dataset -> metrics, per-query values, diagnosis"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,10 +19,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..evaluation import evaluate_run
+    from ..evaluation import run_evaluation
 
     params = params_of(args)
-    out = evaluate_run(args.dataset, args.split, args.run, args.metrics, args.reports, params, log=lambda line: print(f"evaluate: {line}"))
+    out = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params, log=lambda line: print(f"evaluate: {line}"))
     shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)
     print(f"evaluate {args.run} on {args.split}: {out['queries_evaluated']} queries; {shown}")
     if out["judged_warning"]:

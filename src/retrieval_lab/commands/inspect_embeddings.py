@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..core.data import load_dataset
     from ..encoder import load
-    from ..inspection import compare, format_comparison, format_report, inspect, pick
+    from ..inspection import compare_models, format_comparison, format_report, inspect, pick
 
     params = params_of(args)
     dataset = load_dataset(args.dataset, [args.split])
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     tuned = report_for(args.compare_model)
     if args.json:
-        print(json.dumps({"base": base, "tuned": tuned, "comparison": compare(base, tuned)}, indent=2,
+        print(json.dumps({"base": base, "tuned": tuned, "comparison": compare_models(base, tuned)}, indent=2,
                          ensure_ascii=False))
     else:
         print(format_comparison(base, tuned))

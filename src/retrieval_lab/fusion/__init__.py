@@ -33,7 +33,7 @@ def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> di
 
     Ties go to the value listed first in the grid. Returns the chosen value and every score.
     """
-    from ..metrics import evaluate
+    from ..metrics import measure_run
 
     module = get(method)
     grid = getattr(params, module.GRID)
@@ -43,7 +43,7 @@ def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> di
     for value in grid:
         fused = module.fuse(runs, value, params.depth)
         scores.append({"value": value,
-                       "score": evaluate(qrels, fused, [params.tune_measure]).means[params.tune_measure]})
+                       "score": measure_run(qrels, fused, [params.tune_measure]).means[params.tune_measure]})
     best = max(scores, key=lambda row: row["score"])  # max keeps the first of equals
     return {"param": module.PARAM, "chosen": best["value"], "measure": params.tune_measure, "grid": scores}
 

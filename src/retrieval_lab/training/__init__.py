@@ -1,0 +1,51 @@
+"""Contrastive fine-tuning of the dense encoder (stage ``train``), resumable and verified.
+
+One step: B training queries and the documents of their batch (positives + mined
+negatives, deduplicated by ID; :mod:`retrieval_lab.batching`) are embedded, scored
+``s_ij = <q_i, d_j> / temperature``, and :func:`~retrieval_lab.losses.multi_positive_nce`
+is minimised with the positive mask joined on IDs. Every document of the batch is
+a candidate for every query, so the other queries' documents act as in-batch
+negatives alongside the mined ones. AdamW, linear warmup then linear decay.
+
+Determinism. On CPU a run is a function of (base weights, data, params, seed):
+data order comes from ``(seed, epoch)``, dropout from the seeded torch generator,
+and ``torch.use_deterministic_algorithms`` is on, so an interrupted and resumed run
+reproduces the uninterrupted one bit for bit (``compare-resume`` checks it) on the
+same machine and thread count. On CUDA, bf16 autocast and cuBLAS/cuDNN kernel
+choices make runs repeatable only to rounding (``CUBLAS_WORKSPACE_CONFIG`` is set
+and deterministic algorithms requested, warn-only where none exist); under DDP
+each rank draws its own dropout, so the run also depends on the world size, which
+the checkpoint fingerprint records.
+
+The package, in the order one run uses it:
+
+``data``        the training examples and texts (negatives file or mined records -> :class:`TrainingData`)
+``distributed`` DDP: the process group, sharded embedding and all-gather (see that module)
+``checkpoint``  the run's identity (fingerprint) and its resumable state (``state.pt``)
+``loop``        :func:`fine_tune`: one training run, top to bottom; its options in :class:`LoopOptions`
+``stage``       :func:`run_training`: the ``train`` stage (load, fine-tune, save, encode, log)
+``resume``      :func:`compare_resume`: a stopped and resumed run equals a straight one
+"""
+
+from __future__ import annotations
+
+from .checkpoint import (
+    default_checkpoint,
+    fingerprint,
+    fingerprint_differences,
+    load_checkpoint,
+    save_checkpoint,
+    weights_digest,
+)
+from .data import TrainingData, check_negatives_strategy, training_data, variant_of
+from .distributed import Distributed, distributed_model, init_distributed
+from .loop import LoopOptions, TrainResult, fine_tune, total_steps, train_step
+from .resume import compare_resume
+from .stage import run_training, validator, write_live
+
+__all__ = [
+    "Distributed", "LoopOptions", "TrainResult", "TrainingData", "check_negatives_strategy", "compare_resume",
+    "default_checkpoint", "distributed_model", "fine_tune", "fingerprint", "fingerprint_differences",
+    "init_distributed", "load_checkpoint", "run_training", "save_checkpoint", "total_steps", "train_step",
+    "training_data", "validator", "variant_of", "weights_digest", "write_live",
+]

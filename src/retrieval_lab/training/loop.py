@@ -1,0 +1,241 @@
+"""One training run, top to bottom: :func:`fine_tune` (see the package docstring for what is reproducible)."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..batching import Batch, epoch_batches, make_batch, shard
+from ..core.config import TrainParams
+from ..core.errors import InputError
+from ..losses import multi_positive_nce
+from .checkpoint import FORMAT, load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from .data import TrainingData
+from .distributed import SINGLE_PROCESS, Distributed, barrier, distributed_model, gather
+
+NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")  # the usual BERT convention
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """How :func:`fine_tune` runs; what it trains is ``params`` and ``data``.
+
+    ``fingerprint``: written into checkpoints; a ``resume`` checkpoint must match it.
+    ``stop_after``: stop once the global step reaches it, saving ``checkpoint``.
+    ``resume``: continue from a checkpoint (refused if its fingerprint differs).
+    ``checkpoint``: also written at every epoch end. ``validate(encoder) -> metrics``
+    runs on rank 0 before training, every ``validate_every`` steps (0: each epoch
+    end) and at the last step.
+    """
+
+    temperature: float
+    fingerprint: dict
+    stop_after: int | None = None
+    resume: str | Path | None = None
+    checkpoint: str | Path | None = None
+    validate: Callable[[object], dict] | None = None
+    dist_info: Distributed = SINGLE_PROCESS
+    progress: bool = True
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    total_steps: int
+    history: list[dict]  # one per step: step, epoch, loss, lr, query_ids
+    validation: list[dict] = field(default_factory=list)  # step, metrics
+    stopped_early: bool = False
+    seconds: float = 0.0
+
+
+@dataclass
+class _Progress:
+    """Where the run stands: what a checkpoint saves beside the weights and optimizer."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # batches of this epoch already done
+    history: list[dict] = field(default_factory=list)
+    validation: list[dict] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOptions) -> TrainResult:
+    """Train ``encoder`` in place: seed, build optimizer and schedule, maybe resume, loop, return the history."""
+    with _deterministic(encoder.device):
+        started = time.perf_counter()
+        random.seed(params.seed)
+        np.random.seed(params.seed)
+        torch.manual_seed(params.seed)
+        dist_info = options.dist_info
+        model = encoder.model
+        optimizer = _optimizer(model, params)
+        _, total = total_steps(params, len(data.examples), dist_info.world)
+        scheduler = _schedule(optimizer, math.ceil(params.warmup_ratio * total), total)
+        run = _Progress()
+        if options.resume is not None:
+            _resume(options, data, params, model, optimizer, scheduler, run)
+        stop_after = options.stop_after
+        if stop_after is not None and run.step >= stop_after:
+            raise InputError(f"the run is already at step {run.step}; --stop-after must be larger",
+                             field="--stop-after")
+        if run.step == 0:
+            _validate(encoder, model, run, options)
+        bar = None
+        if options.progress and dist_info.main:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, initial=run.step, desc="train", unit="step", dynamic_ncols=True)
+        model.train()
+        stopped = False
+        with distributed_model(encoder, dist_info):
+            while run.step < total and not stopped:
+                batches = epoch_batches(len(data.examples), params.batch_size, params.seed, run.epoch,
+                                        dist_info.world)
+                while run.position < len(batches) and run.step < total:
+                    batch = make_batch([data.examples[i] for i in batches[run.position]], data.relevant)
+                    lr = scheduler.get_last_lr()[0]
+                    loss = train_step(encoder, batch, data, params.max_seq_length, options.temperature, dist_info)
+                    if params.max_grad_norm is not None:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), params.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    run.step += 1
+                    run.position += 1
+                    run.history.append({"step": run.step, "epoch": run.epoch, "loss": loss.item(), "lr": lr,
+                                        "query_ids": batch.query_ids})
+                    epoch_end = run.position == len(batches)
+                    if epoch_end:
+                        run.epoch, run.position = run.epoch + 1, 0
+                    if bar is not None:
+                        bar.update(1)
+                        bar.set_postfix(loss=f"{loss.item():.4f}", epoch=run.epoch)
+                    every = params.validate_every
+                    if (every and run.step % every == 0) or (not every and epoch_end) or run.step == total:
+                        _validate(encoder, model, run, options)  # encode() switches to eval mode and back
+                    if options.checkpoint is not None and dist_info.main and (epoch_end or run.step == stop_after):
+                        save_checkpoint(options.checkpoint, _snapshot(model, optimizer, scheduler, run, options))
+                    if stop_after is not None and run.step >= stop_after:
+                        stopped = run.step < total
+                        break
+                    if epoch_end:
+                        break
+        if bar is not None:
+            bar.close()
+        model.eval()
+        return TrainResult(run.step, total, run.history, run.validation, stopped, time.perf_counter() - started)
+
+
+def train_step(encoder, batch: Batch, data: TrainingData, max_length: int, temperature: float,
+               dist_info: Distributed = SINGLE_PROCESS) -> torch.Tensor:
+    """Forward and backward of one (global) batch; returns the loss (identical on every rank)."""
+    nq, nd = len(batch.query_ids), len(batch.doc_ids)
+    q_sizes = [b - a for a, b in (shard(nq, dist_info.world, r) for r in range(dist_info.world))]
+    d_sizes = [b - a for a, b in (shard(nd, dist_info.world, r) for r in range(dist_info.world))]
+    q0, q1 = shard(nq, dist_info.world, dist_info.rank)
+    d0, d1 = shard(nd, dist_info.world, dist_info.rank)
+    with _autocast(encoder.device):
+        q_local = encoder.embed([data.query_texts[q] for q in batch.query_ids[q0:q1]], max_length)  # b x H
+        d_local = encoder.embed([data.doc_texts[d] for d in batch.doc_ids[d0:d1]], max_length)  # d x H
+    queries = gather(q_local.float(), q_sizes, dist_info)  # B x H
+    docs = gather(d_local.float(), d_sizes, dist_info)  # D x H
+    scores = queries @ docs.T / temperature  # B x D
+    loss = multi_positive_nce(scores, batch.positive_mask.to(scores.device))
+    (loss * dist_info.world).backward()
+    return loss.detach()
+
+
+def total_steps(params: TrainParams, n_examples: int, world: int = 1) -> tuple[int, int]:
+    """(steps per epoch, total steps): ``max_steps`` when set, else ``epochs`` x steps per epoch."""
+    per_epoch = len(epoch_batches(n_examples, params.batch_size, params.seed, 0, min_size=world))
+    if per_epoch == 0:
+        raise InputError(f"{n_examples} training queries give no batch of at least {world} queries",
+                         field="train.batch_size")
+    return per_epoch, params.max_steps if params.max_steps is not None else params.epochs * per_epoch
+
+
+# ----------------------------------------------------------------------------- its parts
+
+
+def _optimizer(model: torch.nn.Module, params: TrainParams) -> torch.optim.Optimizer:
+    decay = [p for n, p in model.named_parameters() if not n.endswith(NO_DECAY)]
+    no_decay = [p for n, p in model.named_parameters() if n.endswith(NO_DECAY)]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": params.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=params.lr)
+
+
+def _schedule(optimizer, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:
+    def factor(step: int) -> float:  # linear warmup to lr, then linear decay to 0 at `total`
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def _autocast(device: torch.device):
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _deterministic(device: torch.device):
+    """Deterministic kernels while training (warn-only where none exists), then the caller's setting back."""
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS makes its handle
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+def _resume(options: LoopOptions, data: TrainingData, params: TrainParams, model, optimizer, scheduler,
+            run: _Progress) -> None:
+    """Load weights, optimizer, schedule, position and RNG from ``options.resume``; check the data order."""
+    state = load_checkpoint(options.resume, options.fingerprint)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    run.step, run.epoch, run.position = state["step"], state["epoch"], state["position"]
+    run.history, run.validation = state["history"], state["validation"]
+    set_rng_state(state["rng"])
+    batches = epoch_batches(len(data.examples), params.batch_size, params.seed, run.epoch, options.dist_info.world)
+    order = [data.examples[i].query_id for b in batches[:run.position] for i in b]
+    done = [q for h in run.history if h["epoch"] == run.epoch for q in h["query_ids"]]
+    if order != done:
+        raise InputError("the data order recomputed from the seed differs from the checkpoint's",
+                         str(options.resume), field="history")
+
+
+def _snapshot(model, optimizer, scheduler, run: _Progress, options: LoopOptions) -> dict:
+    return {"format": FORMAT, "fingerprint": options.fingerprint, "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": run.step,
+            "epoch": run.epoch, "position": run.position, "history": run.history,
+            "validation": run.validation, "rng": rng_state()}
+
+
+def _validate(encoder, model: torch.nn.Module, run: _Progress, options: LoopOptions) -> None:
+    """``options.validate`` on rank 0 with the plain ``model`` (a DDP forward on one rank would hang)."""
+    if options.validate is None:
+        return
+    if options.dist_info.main:
+        wrapped, encoder.model = encoder.model, model
+        try:
+            run.validation.append({"step": run.step, "metrics": options.validate(encoder)})
+        finally:
+            encoder.model = wrapped
+    barrier(options.dist_info)

@@ -1,0 +1,85 @@
+"""The ``train`` stage: load the base model and the data, fine-tune, save the model, encode the dataset, log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..core.atomic import atomic_path
+from ..core.config import Params
+from ..core.data import Dataset
+from ..dense_evaluation import dense_means
+from .checkpoint import default_checkpoint, fingerprint, weights_digest
+from .data import check_negatives_strategy, training_data, variant_of
+from .distributed import end_distributed, init_distributed
+from .loop import LoopOptions, TrainResult, fine_tune
+
+
+def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path, variant_name: str,
+                 model_out: str | Path, embeddings_out: str | Path, live_dir: str | Path, *,
+                 stop_after: int | None = None, resume: str | Path | None = None,
+                 checkpoint: str | Path | None = None, progress: bool = True) -> TrainResult:
+    """Fine-tune ``variant_name`` on ``negatives``; write the model (with training.json), the embeddings and
+    the dvclive folder, unless the run stopped early (``stop_after``), which leaves only its checkpoint."""
+    from ..core.data import empty_documents_note, load_dataset
+    from ..encoder import encode_dataset, load
+
+    train = params.train
+    variant = variant_of(train, variant_name)
+    check_negatives_strategy(negatives, variant_name, variant)
+    dist_info, device = init_distributed(params.dense.device)
+    dataset = load_dataset(dataset_dir)
+    fields = list(params.retrieve.fields)
+    note = empty_documents_note(dataset.corpus, fields, "an empty positive trains on an empty text")
+    if note and dist_info.main:
+        print(f"train: {note}")
+    data = training_data(dataset, negatives, train.positives_per_query, fields, train.positives_at_least)
+    encoder = load(params.dense.lock, device, "dense.lock")
+    fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)
+    if stop_after is not None and checkpoint is None:
+        checkpoint = default_checkpoint(model_out)
+    options = LoopOptions(variant.temperature, fp, stop_after=stop_after, resume=resume, checkpoint=checkpoint,
+                          validate=validator(dataset, fields, params), dist_info=dist_info, progress=progress)
+    result = fine_tune(encoder, data, train, options)
+    if dist_info.main and not result.stopped_early:
+        report = {"variant": variant_name, "fingerprint": fp, "steps": result.steps,
+                  "device": str(encoder.device), "world_size": dist_info.world,
+                  "first_loss": result.history[0]["loss"], "last_loss": result.history[-1]["loss"],
+                  "validation": result.validation, "negatives": str(negatives),
+                  "base_model": encoder.source}
+        encoder.save(model_out, {"training.json": report})
+        encode_dataset(encoder, dataset, embeddings_out, params.dense, fields)
+        write_live(live_dir, result)
+    end_distributed(dist_info)
+    return result
+
+
+def validator(dataset: Dataset, fields: list[str], params: Params) -> Callable[[object], dict] | None:
+    """Score the val queries against the whole corpus with :func:`dense_means` (None: no val query)."""
+    qrels = {q: j for q, j in dataset.qrels.get("val", {}).items() if any(r > 0 for r in j.values())}
+    if not qrels:
+        return None
+    query_texts = {q: dataset.queries[q].text for q in qrels}
+    doc_texts = {d: dataset.corpus[d].content(fields) for d in dataset.corpus}
+    measures = list(params.evaluate.measures)
+    return lambda encoder: dense_means(encoder, qrels, query_texts, doc_texts, params.dense,
+                                       params.retrieve.depth, measures)
+
+
+def write_live(live_dir: str | Path, result: TrainResult) -> None:
+    """The dvclive folder (plots/metrics/train/{loss,lr}.tsv, val/*.tsv, metrics.json), atomically."""
+    from dvclive import Live
+
+    with atomic_path(live_dir, is_dir=True) as tmp:
+        live = Live(str(tmp), dvcyaml=None, save_dvc_exp=False, report=None)
+        val_at = {v["step"]: v["metrics"] for v in result.validation}
+        for step in sorted(set(val_at) | {h["step"] for h in result.history}):
+            live.step = step
+            for h in result.history:
+                if h["step"] == step:
+                    live.log_metric("train/loss", h["loss"])
+                    live.log_metric("train/lr", h["lr"])
+            for name, value in val_at.get(step, {}).items():
+                live.log_metric(f"val/{name}", value)
+        live.make_summary()
+        live.end()
