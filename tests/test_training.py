@@ -360,3 +360,25 @@ def test_the_positives_rule_keeps_its_one_value_fingerprint():
     at_least = TrainParams(positives_per_query=1, positives_at_least=True)
     assert fingerprint("x", at_least, "hard", VARIANT, data)["train"]["positives_per_query"] == "at least 1"
 
+
+
+def test_train_loss_chooses_from_the_losses_registry(toy, monkeypatch):
+    from retrieval_lab import losses
+
+    _, _, data = toy
+    calls = []
+
+    def spy(scores, positive_mask, allowed=None):  # the registered loss, counting its batches
+        calls.append(tuple(scores.shape))
+        return losses.multi_positive_nce(scores, positive_mask, allowed)
+
+    monkeypatch.setitem(losses.LOSSES, "spy", spy)
+    params = dataclasses.replace(TINY, loss="spy")
+    encoder = tiny_encoder()
+    fp = fingerprint(weights_digest(encoder.model), params, "hard", VARIANT, data)
+    assert fp["loss"] == "spy" and "loss" not in fp["train"]
+    fine_tune(encoder, data, params, LoopOptions(0.05, fp, stop_after=2, progress=False))
+    assert len(calls) == 2  # one call per step, on each step's query x document scores
+    with pytest.raises(InputError) as info:
+        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, loss="infonce"), LoopOptions(0.05, fp))
+    assert info.value.field == "train.loss" and "choices: multi_positive_nce, spy" in str(info.value)

@@ -20,7 +20,12 @@ from .metrics import parse_measure
 # Stages whose outputs depend only on text and integers: equal bytes on every CPU.
 EXACT_STAGES = ("generate", "prepare", "retrieve@bm25", "evaluate@bm25")
 # Largest drift of a mean measure allowed between two CPUs, downstream of a neural model.
-MEASURE_TOLERANCE = 0.02
+# Measured drift is 0: Intel Xeon (AMX) against AMD EPYC Zen 4, and Zen 4 against itself with
+# every kernel capped at AVX2, gave identical measures although 23 outputs changed bytes. The
+# bound covers the discrete change that was not seen: a near-tie flipping a mined negative
+# changes the training data. Redrawing every dropout mask of training (a larger change) moved
+# a per-run measure by at most 0.0286 on the 70 support test queries (Success@10, 2 queries).
+MEASURE_TOLERANCE = 0.03
 # compare.json: fields that are means of a measure (the rest are counts, p-values and labels).
 _COMPARE_MEASURES = ("baseline_mean", "candidate_mean", "mean_difference", "ci_low", "ci_high")
 
