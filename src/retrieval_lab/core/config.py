@@ -118,6 +118,7 @@ class TrainParams:
     positives_per_query: int = 2  # annotated positives every training query must have ...
     positives_at_least: bool = False  # ... at least (true) or exactly (false) that many
     validate_every: int = 0  # steps; 0 = once per epoch
+    loss: str = "multi_positive_nce"  # a name in the losses registry (src/retrieval_lab/losses)
     variants: dict[str, TrainVariant] = field(default_factory=lambda: {
         "hard": TrainVariant("hard", 0.05),
         "random": TrainVariant("random", 0.05),
@@ -310,6 +311,7 @@ RULES = {
     "train.weight_decay": _NON_NEGATIVE, "train.max_grad_norm": _between(0.0, None, low_open=True),
     "train.max_seq_length": _POSITIVE, "train.positives_per_query": _positives_rule,
     "train.validate_every": _NON_NEGATIVE,
+    "train.loss": _matches(_NAME, "a loss name (the losses registry lists them)"),
     "train.variants.*.negatives": _one_of(NEGATIVES),
     "train.variants.*.temperature": _between(0.0, None, low_open=True),
     "evaluate.measures": _each(_MEASURE_NAME), "evaluate.diagnose_k": _POSITIVE,

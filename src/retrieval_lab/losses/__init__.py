@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import torch
 
+from ..core.errors import InputError
 from .checks import finite_difference_gradient, gradient_check, mask_comparison
 from .multi_positive_nce import analytic_gradient, multi_positive_nce
 
@@ -21,8 +22,9 @@ LOSSES: dict[str, LossFn] = {
 
 
 def get_loss(name: str) -> LossFn:
+    """The loss ``train.loss`` names; valid choices and the error come from this registry."""
     if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r} (choices: {', '.join(sorted(LOSSES))})")
+        raise InputError(f"unknown loss {name!r} (choices: {', '.join(sorted(LOSSES))})", field="train.loss")
     return LOSSES[name]
 
 

@@ -16,7 +16,6 @@ from ..core.config import TrainParams, TrainVariant
 from ..core.errors import InputError
 from .data import TrainingData
 
-LOSS_NAME = "multi_positive_nce"  # the loss loop.train_step minimises
 STATE_KEYS = ("format", "fingerprint", "model", "optimizer", "scheduler", "step", "epoch", "position",
               "history", "validation", "rng")
 FORMAT = 1
@@ -36,7 +35,7 @@ def fingerprint(model_digest: str, params: TrainParams, variant_name: str, varia
                 data: TrainingData, world: int = 1) -> dict:
     """What must match for a checkpoint to continue this run (validate_every does not change training)."""
     train = {k: v for k, v in dataclasses.asdict(params).items()
-             if k not in ("variants", "validate_every", "positives_at_least")}
+             if k not in ("variants", "validate_every", "positives_at_least", "loss")}
     # The positives rule as one value, spelled as before it had two fields: checkpoints and
     # training.json written then still match, and the default's bytes do not change.
     if params.positives_at_least:
@@ -46,7 +45,7 @@ def fingerprint(model_digest: str, params: TrainParams, variant_name: str, varia
         "data": {"examples_sha256": examples_digest(data.examples), "examples": len(data.examples)},
         "train": train,
         "variant": {"name": variant_name, **dataclasses.asdict(variant)},
-        "loss": LOSS_NAME,
+        "loss": params.loss,
         "world_size": world,
     }
 

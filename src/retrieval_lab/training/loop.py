@@ -17,7 +17,7 @@ import torch
 from ..batching import Batch, epoch_batches, make_batch, shard
 from ..core.config import TrainParams
 from ..core.errors import InputError
-from ..losses import multi_positive_nce
+from ..losses import LossFn, get_loss
 from .checkpoint import FORMAT, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .data import TrainingData
 from .distributed import SINGLE_PROCESS, Distributed, barrier, distributed_model, gather
@@ -78,6 +78,7 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
         random.seed(params.seed)
         np.random.seed(params.seed)
         torch.manual_seed(params.seed)
+        loss_fn = get_loss(params.loss)  # an unknown name fails before any step
         dist_info = options.dist_info
         model = encoder.model
         optimizer = _optimizer(model, params)
@@ -106,7 +107,8 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
                 while run.position < len(batches) and run.step < total:
                     batch = make_batch([data.examples[i] for i in batches[run.position]], data.relevant)
                     lr = scheduler.get_last_lr()[0]
-                    loss = train_step(encoder, batch, data, params.max_seq_length, options.temperature, dist_info)
+                    loss = train_step(encoder, batch, data, params.max_seq_length, options.temperature, dist_info,
+                                      loss_fn)
                     if params.max_grad_norm is not None:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), params.max_grad_norm)
                     optimizer.step()
@@ -139,7 +141,7 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
 
 
 def train_step(encoder, batch: Batch, data: TrainingData, max_length: int, temperature: float,
-               dist_info: Distributed = SINGLE_PROCESS) -> torch.Tensor:
+               dist_info: Distributed = SINGLE_PROCESS, loss_fn: LossFn | None = None) -> torch.Tensor:
     """Forward and backward of one (global) batch; returns the loss (identical on every rank)."""
     nq, nd = len(batch.query_ids), len(batch.doc_ids)
     q_sizes = [b - a for a, b in (shard(nq, dist_info.world, r) for r in range(dist_info.world))]
@@ -152,7 +154,7 @@ def train_step(encoder, batch: Batch, data: TrainingData, max_length: int, tempe
     queries = gather(q_local.float(), q_sizes, dist_info)  # B x H
     docs = gather(d_local.float(), d_sizes, dist_info)  # D x H
     scores = queries @ docs.T / temperature  # B x D
-    loss = multi_positive_nce(scores, batch.positive_mask.to(scores.device))
+    loss = (loss_fn or get_loss("multi_positive_nce"))(scores, batch.positive_mask.to(scores.device))
     (loss * dist_info.world).backward()
     return loss.detach()
 

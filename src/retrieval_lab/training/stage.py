@@ -9,6 +9,7 @@ from ..core.atomic import atomic_path
 from ..core.config import Params
 from ..core.data import Dataset
 from ..dense_evaluation import dense_means
+from ..losses import get_loss
 from .checkpoint import default_checkpoint, fingerprint, weights_digest
 from .data import check_negatives_strategy, training_data, variant_of
 from .distributed import end_distributed, init_distributed
@@ -26,6 +27,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
 
     train = params.train
     variant = variant_of(train, variant_name)
+    get_loss(train.loss)  # an unknown loss fails before the model and data load
     check_negatives_strategy(negatives, variant_name, variant)
     dist_info, device = init_distributed(params.dense.device)
     dataset = load_dataset(dataset_dir)
