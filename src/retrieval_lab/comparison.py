@@ -32,8 +32,13 @@ def per_query_measures(text: str, source: str) -> dict[str, dict]:
 
 def per_query_values(text: str, measure: str, source: str) -> dict[str, float]:
     """query id -> value of ``measure`` from the text of an evaluate stage's per_query.json."""
+    return values_of(per_query_measures(text, source), measure, source)
+
+
+def values_of(entries: dict, measure: str, source: str) -> dict[str, float]:
+    """query id -> value of ``measure`` from per_query.json's parsed query entries."""
     values = {}
-    for qid, entry in per_query_measures(text, source).items():
+    for qid, entry in entries.items():
         measures = entry.get("measures", {})
         if measure not in measures:
             raise InputError(f"no value for {measure!r} (add it to evaluate.measures)", source,

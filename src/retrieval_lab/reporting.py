@@ -34,6 +34,7 @@ from .comparison import (
     per_query_measures,
     rough_tail_note,
     rule_sentence,
+    values_of,
 )
 from .core.atomic import atomic_path
 from .core.config import Params
@@ -133,14 +134,7 @@ class Retriever:
 
     def values(self, measure: str, which: str) -> dict[str, float]:
         entries, source = (self.base, self.sources[0]) if which == "base" else (self.head, self.sources[1])
-        out = {}
-        for qid, entry in entries.items():
-            measures = entry.get("measures", {})
-            if measure not in measures:
-                raise InputError(f"no value for {measure!r} (add it to evaluate.measures)", source,
-                                 field=f"queries.{qid}.measures")
-            out[qid] = float(measures[measure])
-        return out
+        return values_of(entries, measure, source)
 
 
 def _discover(ds: str, head: str | None, repo: str) -> list[str]:
