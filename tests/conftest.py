@@ -19,16 +19,21 @@ def scifact_dir() -> Path:
     return SCIFACT
 
 
+@pytest.fixture(scope="session")
+def _torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()  # read before any module fixture could change it
+
+
 @pytest.fixture(autouse=True)
-def _torch_threads_restored():
-    """A test may pin torch to one thread; the tests after it get every core back.
+def _torch_threads_restored(_torch_threads):
+    """A test or module fixture may pin torch to one thread; the tests after it get every core back.
 
     torch's thread count is process-wide: one module that set it to 1 made the SciFact
     encode, later in the session, run on one core (252 s instead of about 150 s).
     """
-    torch = sys.modules.get("torch")
-    before = torch.get_num_threads() if torch is not None else None
     yield
-    torch = sys.modules.get("torch")
-    if torch is not None and before is not None and torch.get_num_threads() != before:
-        torch.set_num_threads(before)
+    torch = sys.modules["torch"]
+    if torch.get_num_threads() != _torch_threads:
+        torch.set_num_threads(_torch_threads)
