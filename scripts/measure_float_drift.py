@@ -62,7 +62,7 @@ def main() -> int:
         committed, produced = lock_outputs(ROOT / "dvc.lock"), lock_outputs(clone / "dvc.lock")
         changed = sorted(p for p in committed if committed[p][1] != produced.get(p, ("", ""))[1])
         exact_changed = [p for p in changed if committed[p][0] in EXACT_STAGES]
-        problems, largest = drift(ROOT / "metrics" / args.dataset, clone / "metrics" / args.dataset, args.dataset)
+        problems, largest = drift(ROOT / "metrics" / args.dataset, clone / "metrics" / args.dataset)
     result = {"isa": args.isa, "threads": env.get("OMP_NUM_THREADS"), "seconds": round(seconds, 1),
               "outputs_changed": changed, "exact_outputs_changed": exact_changed,
               "largest_measure_drift": largest, "tolerance": MEASURE_TOLERANCE, "beyond_tolerance": problems}

@@ -91,7 +91,7 @@ def test_text_and_integer_outputs_equal_the_committed_lock(built):
 
 def test_every_measure_is_within_tolerance_of_the_committed_metrics(built):
     """Level 2: neural results drift in their last bits between CPUs; their measures barely move."""
-    problems, largest = drift(REPO / "metrics" / "support", built / "metrics" / "support", "support")
+    problems, largest = drift(REPO / "metrics" / "support", built / "metrics" / "support")
     print(f"largest drift of a measure from the committed metrics: {largest:.2e}")
     assert problems == [], "\n".join(problems)
 

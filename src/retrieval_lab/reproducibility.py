@@ -52,8 +52,7 @@ def exact_metrics() -> set[str]:
     return {stage.split("@", 1)[1] for stage in EXACT_STAGES if stage.startswith("evaluate@")}
 
 
-def drift(committed_dir: str | Path, produced_dir: str | Path, dataset: str,
-          tolerance: float = MEASURE_TOLERANCE) -> tuple[list[str], float]:
+def drift(committed_dir: str | Path, produced_dir: str | Path, tolerance: float = MEASURE_TOLERANCE) -> tuple[list[str], float]:
     """(problems, largest drift) between two ``metrics/<dataset>`` folders.
 
     A problem names the file, the measure and both values: a measure beyond ``tolerance``
@@ -67,7 +66,7 @@ def drift(committed_dir: str | Path, produced_dir: str | Path, dataset: str,
     for name in names:
         paths = committed_dir / f"{name}.json", produced_dir / f"{name}.json"
         if not all(p.exists() for p in paths):
-            problems.append(f"{name}.json: only in {paths[0].exists() and committed_dir or produced_dir}")
+            problems.append(f"{name}.json: only in {committed_dir if paths[0].exists() else produced_dir}")
             continue
         before, after = (measure_values(json.loads(p.read_text(encoding="utf-8")), name) for p in paths)
         limit = 0.0 if name in exact else tolerance
