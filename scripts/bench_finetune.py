@@ -1,22 +1,32 @@
-"""Fine-tuning quality on SciFact: our `train` step vs a plain sentence-transformers MNRL run, same data.
+"""Fine-tuning quality on SciFact: our `train` stage against the plain recipe and sentence-transformers, one run.
 
-The peer is the recipe issue 6 calibrates against: 2 epochs, batch 32, temperature
-0.05 (MNRL scale 20), lr 2e-5, one hard negative per (query, positive) pair drawn from
-the window `mine` uses (its hard strategy: ranks 4-13 of the base run over the mining
-pool, which leaves out every test positive; the query's positives count toward ranks
-but are never drawn; ties in trec_eval order; `mining.triplets` draws one per pair);
-AdamW without weight decay, linear decay without warmup, gradient norm clipped at 1.0
-(the Hugging Face trainer's defaults). Ours trains with params.yaml's `train:` section (epochs and positives overridden as in the README's SciFact command)
-on the same negatives, grouped by query, with the multi-positive loss. Each contender
-runs in a fresh process; both are scored by the same encoder and metrics engine
-(fp32, max length 256) on the 300 test queries. Prints nDCG@10 of both and the
-difference ours - theirs. About 15 minutes per contender on 2 CPU cores.
+Three contenders, each in a fresh process, all scored by the same encoder code and
+metrics engine (fp32, 256 tokens, exhaustive search) on the 300 test queries:
+
+- **plain recipe** (issue 14's peer, written here from its description, not with our
+  trainer): one pair per (train query, annotated positive), 919 pairs, batches of 32
+  shuffled with the seed each epoch, 2 epochs; one hard negative per pair: ranks 4-30
+  of the base model's ranking of the whole corpus, minus the query's positives and every
+  test positive, drawn uniformly among the first 10 left; mean pooling, queries cut at
+  64 tokens and documents (title + " " + text) at 256; softmax over the batch's 64
+  documents at temperature 0.05, every document annotated relevant to the query counted
+  positive (log-sum-exp over all minus log-sum-exp over the positives); AdamW with
+  torch's defaults (weight decay 0.01 on every parameter), constant lr 2e-5, no warmup,
+  no decay, no clipping, fp32, dropout on.
+- **sentence-transformers MNRL**: the same pairs and negatives and the same optimizer
+  and constant schedule, with sentence-transformers' MultipleNegativesRankingLoss
+  (scale 20 = temperature 0.05; only a pair's own positive counts as positive; one
+  max length, 256, for queries and documents).
+- **ours**: the `train` stage's code with params.yaml plus ``--set`` overrides, which
+  default to the README's SciFact quality command (:data:`SCIFACT_QUALITY`), on
+  negatives mined by our `mine` step with those params.
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py --run runs/scifact/dense.trec \\
-        [--json bench-results/finetune.json]
+        [--only recipe ours] [--json bench-results/finetune.json]
 
-``--run`` is the base dense run over all SciFact queries (the pipeline's
-`retrieve@dense` output after `dvc exp run -S dataset=scifact ...`).
+``--run`` is the base model's dense run over all SciFact queries (the pipeline's
+`retrieve@dense` output on SciFact, or `retrieval-lab retrieve --retriever dense`).
+About 15 minutes per contender on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -31,19 +41,52 @@ import _bench
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "models" / "base.lock.json"
 FIELDS = ["title", "text"]
+# The README's SciFact quality command, as --set overrides (tests/test_bench_finetune.py checks they agree)
+SCIFACT_QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true"]
+
+RECIPE = {"window": (4, 30), "first": 10, "batch": 32, "epochs": 2, "lr": 2e-5, "temperature": 0.05,
+          "query_tokens": 64, "doc_tokens": 256}
 
 
-def mined_pairs(data_dir: str, run_path: str, seed: int, range_min: int, range_max: int) -> list[tuple]:
-    """(query id, positive id, negative id) per train pair: ``mine``'s hard window, one negative drawn per pair."""
-    from retrieval_lab.core.config import MineParams
-    from retrieval_lab.core.data import load_dataset
-    from retrieval_lab.mining import mine, triplets
-    from retrieval_lab.runs import read_run
+# ----------------------------------------------------------------------------- data
 
-    # count = the window's width: every eligible document of ranks range_min..range_max is kept
-    window = MineParams(seed=seed, count=range_max - range_min + 1, range_min=range_min, range_max=range_max)
-    records = mine(read_run(run_path), load_dataset(data_dir), window, "hard")
-    return triplets(records, seed)
+
+def recipe_pairs(data_dir: str, run_path: str, seed: int) -> list[tuple[str, str, str]]:
+    """(query, positive, negative) per (train query, annotated positive), the recipe's miner.
+
+    The negative: ranks 4-30 of the run (the base model's ranking of the whole corpus,
+    ties in trec_eval order), minus the query's positives and every test positive, drawn
+    uniformly among the first 10 left, one draw per pair from one generator.
+    """
+    from retrieval_lab.core.data import load_dataset, positives
+    from retrieval_lab.runs import ranked, read_run
+
+    dataset = load_dataset(data_dir, ["train", "test"])
+    run = read_run(run_path)
+    test_positives = {d for judged in dataset.qrels["test"].values() for d in positives(judged)}
+    low, high = RECIPE["window"]
+    rng = random.Random(seed)
+    rows = []
+    for qid in sorted(dataset.qrels["train"]):
+        own = positives(dataset.qrels["train"][qid])
+        window = [d for d, _ in ranked(run.get(qid, {}))][low - 1:high]
+        left = [d for d in window if d not in own and d not in test_positives][:RECIPE["first"]]
+        if left:
+            rows += [(qid, p, rng.choice(left)) for p in sorted(own)]
+    return rows
+
+
+def _texts(data_dir: str, triples: list[tuple]) -> tuple[dict, dict, dict]:
+    from retrieval_lab.core.data import load_dataset, positives
+
+    dataset = load_dataset(data_dir)
+    relevant: dict[str, set[str]] = {}
+    for qrels in dataset.qrels.values():
+        for qid, judged in qrels.items():
+            relevant.setdefault(qid, set()).update(positives(judged))
+    queries = {q: dataset.queries[q].text for q, _, _ in triples}
+    docs = {d: dataset.corpus[d].content(FIELDS) for _, p, n in triples for d in (p, n)}
+    return queries, docs, relevant
 
 
 def _score(encoder, data_dir: str) -> dict:
@@ -58,66 +101,75 @@ def _score(encoder, data_dir: str) -> dict:
                        DenseParams(batch_size=64, max_seq_length=256, bf16=False), 100, ["nDCG@10", "R@100", "AP@10"])
 
 
-def ours(args: dict) -> dict:
-    import dataclasses
+def _batches(n: int, seed: int, epoch: int) -> list[list[int]]:
+    order = list(range(n))
+    random.Random(f"{seed}:epoch:{epoch}").shuffle(order)
+    return [order[i:i + RECIPE["batch"]] for i in range(0, n, RECIPE["batch"])]
 
-    from retrieval_lab.core.config import load_params
-    from retrieval_lab.core.data import load_dataset
+
+# ----------------------------------------------------------------------------- contenders
+
+
+def recipe(args: dict) -> dict:
+    import torch
+
     from retrieval_lab.encoder import load
-    from retrieval_lab.training import LoopOptions, fine_tune, training_data
 
-    dataset = load_dataset(args["data"])
-    drawn: dict[str, dict[str, None]] = {}  # query -> the negatives its pairs drew, first-drawn order
-    for qid, _, neg in args["triples"]:
-        drawn.setdefault(qid, {})[neg] = None
-    records = [{"query_id": q, "positives": sorted({p for qq, p, _ in args["triples"] if qq == q}),
-                "negatives": [{"id": n} for n in negatives]} for q, negatives in sorted(drawn.items())]
-    data = training_data(dataset, records, 1, FIELDS, at_least=True)
-    params = dataclasses.replace(load_params(ROOT / "params.yaml").train, epochs=args["epochs"],
-                                 positives_per_query=1, positives_at_least=True)
-    variant = params.variants["hard"]
+    triples = args["triples"]
+    queries, docs, relevant = _texts(args["data"], triples)
+    torch.manual_seed(args["seed"])
     encoder = load(LOCK, "cpu")
-    options = LoopOptions(variant.temperature, {}, progress=False)
-    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, params, options))
-    return {"contender": "ours (train@hard, multi-positive NCE)", "train_seconds": seconds,
-            "steps": result.steps, **_score(encoder, args["data"])}
+    optimizer = torch.optim.AdamW(encoder.model.parameters(), lr=RECIPE["lr"])  # torch defaults: wd 0.01 on all
+
+    def train() -> int:
+        encoder.model.train()
+        steps = 0
+        for epoch in range(RECIPE["epochs"]):
+            for rows in _batches(len(triples), args["seed"], epoch):
+                batch = [triples[i] for i in rows]
+                doc_ids = [d for _, p, n in batch for d in (p, n)]  # 2B, a positive or negative per slot
+                q = encoder.embed([queries[qid] for qid, _, _ in batch], RECIPE["query_tokens"])  # B x H
+                d = encoder.embed([docs[i] for i in doc_ids], RECIPE["doc_tokens"])  # 2B x H
+                scores = q @ d.T / RECIPE["temperature"]  # B x 2B
+                mask = torch.tensor([[i in relevant[qid] for i in doc_ids] for qid, _, _ in batch])  # B x 2B
+                loss = (torch.logsumexp(scores, 1)
+                        - torch.logsumexp(scores.masked_fill(~mask, float("-inf")), 1)).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                steps += 1
+        encoder.model.eval()
+        return steps
+
+    seconds, steps = _bench.timed(train)
+    return {"contender": "plain recipe (issue 14)", "train_seconds": seconds, "steps": steps,
+            **_score(encoder, args["data"])}
 
 
-def theirs(args: dict) -> dict:
+def mnrl(args: dict) -> dict:
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from retrieval_lab.core.data import load_dataset
     from retrieval_lab.encoder import load, verify_lock
 
-    dataset = load_dataset(args["data"], ["train", "test"])
-    triples = [(dataset.queries[q].text, dataset.corpus[p].content(FIELDS), dataset.corpus[n].content(FIELDS))
-               for q, p, n in args["triples"]]
+    queries, docs, _ = _texts(args["data"], args["triples"])
+    triples = [(queries[q], docs[p], docs[n]) for q, p, n in args["triples"]]
     torch.manual_seed(args["seed"])
-    folder = verify_lock(LOCK)
-    model = SentenceTransformer(str(folder), device="cpu")
-    model.max_seq_length = 256
-    loss_fn = MultipleNegativesRankingLoss(model, scale=20.0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.0)
-    batch = 32
-    per_epoch = -(-len(triples) // batch)
-    total = args["epochs"] * per_epoch
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, (total - step) / total))
+    model = SentenceTransformer(str(verify_lock(LOCK)), device="cpu")
+    model.max_seq_length = RECIPE["doc_tokens"]
+    loss_fn = MultipleNegativesRankingLoss(model, scale=1 / RECIPE["temperature"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=RECIPE["lr"])  # constant: no scheduler
 
     def train() -> int:
         model.train()
         steps = 0
-        for epoch in range(args["epochs"]):
-            order = list(range(len(triples)))
-            random.Random(f"{args['seed']}:epoch:{epoch}").shuffle(order)
-            for start in range(0, len(order), batch):
-                rows = [triples[i] for i in order[start:start + batch]]
-                features = [model.preprocess([row[k] for row in rows]) for k in range(3)]
+        for epoch in range(RECIPE["epochs"]):
+            for rows in _batches(len(triples), args["seed"], epoch):
+                batch = [triples[i] for i in rows]
+                features = [model.preprocess([row[k] for row in batch]) for k in range(3)]
                 loss_fn(features, None).backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 optimizer.step()
-                schedule.step()
                 optimizer.zero_grad(set_to_none=True)
                 steps += 1
         return steps
@@ -125,27 +177,57 @@ def theirs(args: dict) -> dict:
     seconds, steps = _bench.timed(train)
     encoder = load(LOCK, "cpu")
     encoder.model.load_state_dict(model[0].auto_model.state_dict())  # score with the same encoder code
-    return {"contender": "sentence-transformers MNRL (issue 6 recipe)", "train_seconds": seconds,
-            "steps": steps, **_score(encoder, args["data"])}
+    return {"contender": "sentence-transformers MNRL, same schedule", "train_seconds": seconds, "steps": steps,
+            **_score(encoder, args["data"])}
+
+
+def ours(args: dict) -> dict:
+    from retrieval_lab.core.config import load_params
+    from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.encoder import load
+    from retrieval_lab.mining import mine
+    from retrieval_lab.runs import read_run
+    from retrieval_lab.training import LoopOptions, fine_tune, training_data
+
+    params = load_params(ROOT / "params.yaml", args["overrides"])
+    dataset = load_dataset(args["data"])
+    variant = params.train.variants["hard"]
+    records = mine(read_run(args["run"]), dataset, params.mine, variant.negatives)
+    data = training_data(dataset, records, params.train.positives_per_query, FIELDS,
+                         params.train.positives_at_least)
+    encoder = load(LOCK, "cpu")
+    options = LoopOptions(variant.temperature, {}, progress=False)
+    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, params.train, options))
+    return {"contender": "ours (train@hard, " + ", ".join(args["overrides"]) + ")", "train_seconds": seconds,
+            "steps": result.steps, **_score(encoder, args["data"])}
+
+
+CONTENDERS = {"recipe": recipe, "mnrl": mnrl, "ours": ours}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(_bench.SCIFACT), help="BEIR SciFact folder")
-    parser.add_argument("--run", required=True, help="base dense TREC run over the train queries")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--run", required=True, help="the base model's dense TREC run over the train queries")
+    parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="SECTION.KEY=VALUE",
+                        help="params.yaml override for ours (default: the README's SciFact quality command)")
+    parser.add_argument("--only", nargs="+", choices=list(CONTENDERS), default=list(CONTENDERS))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--json")
     args = parser.parse_args()
-    triples = mined_pairs(args.data, args.run, args.seed, 4, 13)
-    shared = {"data": args.data, "triples": triples, "epochs": args.epochs, "seed": args.seed}
+    overrides = SCIFACT_QUALITY if args.overrides is None else args.overrides
+    triples = recipe_pairs(args.data, args.run, args.seed)
+    shared = {"data": args.data, "run": args.run, "triples": triples, "seed": args.seed, "overrides": overrides}
     started = time.perf_counter()
-    rows = [_bench.isolated(theirs, shared), _bench.isolated(ours, shared)]
-    difference = rows[1]["nDCG@10"] - rows[0]["nDCG@10"]
-    print(_bench.markdown(rows, ["contender", "steps", "train_seconds", "nDCG@10", "R@100", "AP@10"]))
-    print(f"nDCG@10 ours - sentence-transformers: {difference:+.4f} ({len(triples)} train pairs, "
-          f"{time.perf_counter() - started:.0f} s in all)")
-    _bench.write_json(args.json, {"pairs": len(triples), "rows": rows, "ndcg10_difference": difference,
+    rows = {name: _bench.isolated(CONTENDERS[name], shared) for name in args.only}
+    print(_bench.markdown(list(rows.values()), ["contender", "steps", "train_seconds", "nDCG@10", "R@100", "AP@10"]))
+    differences = {f"ours - {peer}": rows["ours"]["nDCG@10"] - rows[peer]["nDCG@10"]
+                   for peer in ("recipe", "mnrl") if "ours" in rows and peer in rows}
+    for name, value in differences.items():
+        print(f"nDCG@10 {name}: {value:+.4f}")
+    print(f"{len(triples)} recipe pairs, {time.perf_counter() - started:.0f} s in all")
+    _bench.write_json(args.json, {"pairs": len(triples), "rows": list(rows.values()), "ndcg10_differences": differences,
+                                  "overrides": overrides,
                                   "args": {k: v for k, v in vars(args).items() if k != "json"}})
 
 

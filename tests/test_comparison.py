@@ -104,6 +104,14 @@ def test_compare_command(tmp_path, capsys):
     assert saved["permutations"] == 500 and saved["seed"] == 3 and saved["family_size"] == 2
     assert saved["pairs"]["a vs b"]["verdict"] == "candidate better"
     assert (root / "compare.md").read_text() == capsys.readouterr().out
+    # --runs: the runs DVC tracks for the stage; a pair naming another run is refused, nothing written
+    out = tmp_path / "m2" / "compare.json"
+    argv_runs = ["--reports-root", str(root), "--runs", "a", "b", "--output", str(out),
+                 "--markdown", str(tmp_path / "m2" / "compare.md"), "--params", str(params)]
+    assert run_command("compare", argv_runs) == 2
+    assert "run 'c' is not among the runs this stage reads (a, b)" in capsys.readouterr().err
+    assert not out.exists()
+    assert run_command("compare", argv_runs[:4] + ["c"] + argv_runs[4:]) == 0 and out.is_file()
 
 
 def test_markdown_refuses_a_compare_json_from_before_the_rule():

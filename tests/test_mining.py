@@ -18,6 +18,7 @@ from retrieval_lab.core.errors import InputError
 from retrieval_lab.mining import (
     MiningAuditError,
     audit_negatives,
+    margin_drops,
     mine,
     mine_to_dir,
     mining_pool,
@@ -104,6 +105,13 @@ def test_margin_keeps_only_negatives_clearly_below_the_weakest_positive(tmp_path
     assert _negatives(mine(_run(), dataset, replace(base, margin=0.1), "hard")) == ["g3", "g4", "a3", "g5"]
     # margin 0.2 -> below 0.64: g3 (0.7) goes
     assert _negatives(mine(_run(), dataset, replace(base, margin=0.2), "hard")) == ["g4", "a3", "g5"]
+    # the audit names what the margin kept out: g3 for qa (0.7 >= 0.64 = 0.8 x 0.8); qa2's only positive
+    # a3 scores 0.9, ceiling 0.72, and its window (ranks 4..8 of a3 g1 g2 ...) holds nothing
+    dropped = margin_drops(_run(), dataset, replace(base, margin=0.2))
+    assert dropped["dropped"] == 1 and dropped["queries"] == 1
+    assert dropped["by_query"]["qa"]["ceiling"] == pytest.approx(0.64)
+    assert dropped["by_query"]["qa"]["dropped"] == [{"id": "g3", "rank": 5, "score": 0.7}]
+    assert margin_drops(_run(), dataset, base) == {"margin": None, "dropped": 0, "queries": 0, "by_query": {}}
 
 
 def test_random_is_seeded(tmp_path):

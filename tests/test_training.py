@@ -359,6 +359,44 @@ def test_the_positives_rule_keeps_its_one_value_fingerprint():
     assert train["positives_per_query"] == 2
     at_least = TrainParams(positives_per_query=1, positives_at_least=True)
     assert fingerprint("x", at_least, "hard", VARIANT, data)["train"]["positives_per_query"] == "at least 1"
+    # likewise the schedule: absent for linear (the only one then), named otherwise
+    constant = fingerprint("x", TrainParams(schedule="constant"), "hard", VARIANT, data)["train"]
+    assert constant["schedule"] == "constant" and "schedule" not in train
+
+
+@pytest.mark.parametrize("schedule, expected", [
+    # total 10 steps, warmup ceil(0.2 * 10) = 2: steps 0, 1 at 1/3, 2/3 of lr; then t = (step - 2) / 8
+    ("constant", [1 / 3, 2 / 3, 1, 1, 1, 1, 1, 1, 1, 1]),
+    # 1 - t: 1, 7/8, ..., 1/8
+    ("linear", [1 / 3, 2 / 3, 1, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8]),
+    # (1 + cos(pi t)) / 2 at t = k/8; cos(pi/4) = sqrt(2)/2, so k=2 gives (1 + 0.7071) / 2 = 0.8536
+    ("cosine", [1 / 3, 2 / 3, 1, 0.9619397662556434, 0.8535533905932737, 0.6913417161825449, 0.5,
+                0.3086582838174551, 0.14644660940672627, 0.038060233744356645]),
+])
+def test_schedule_factor(schedule, expected):
+    from retrieval_lab.training.loop import schedule_factor
+
+    assert [schedule_factor(s, 10, 2, schedule) for s in range(10)] == pytest.approx(expected, abs=1e-12)
+
+
+def test_constant_schedule_trains_at_lr_every_step(toy):
+    # no warmup, constant: every step's lr is exactly train.lr (the plain recipe of issue 14)
+    _, _, data = toy
+    encoder = tiny_encoder()
+    params = TrainParams(seed=3, epochs=1, batch_size=2, lr=1e-3, schedule="constant", warmup_ratio=0.0,
+                         max_seq_length=16)
+    result = fine_tune(encoder, data, params, LoopOptions(0.05, {}, progress=False))
+    assert [h["lr"] for h in result.history] == [1e-3] * result.steps and result.steps >= 2
+
+
+def test_unknown_schedule_is_refused_by_params(tmp_path):
+    from retrieval_lab.core.config import load_params
+    from retrieval_lab.core.errors import InputError
+
+    path = tmp_path / "params.yaml"
+    path.write_text("train: {schedule: step}\n")
+    with pytest.raises(InputError, match="unknown value 'step'.*constant, linear, cosine"):
+        load_params(path)
 
 
 

@@ -97,8 +97,12 @@ def family_header(family_size: int, family_level: float, permutations: int, seed
 
 
 def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, family_level: float = 0.95,
-            permutations: int = 10000, seed: int = 0) -> dict:
-    """Compare every pair on ``measure`` over the queries both runs were evaluated on, as one family."""
+            permutations: int = 10000, seed: int = 0, runs: list[str] | None = None) -> dict:
+    """Compare every pair on ``measure`` over the queries both runs were evaluated on, as one family.
+
+    ``runs``: the only run names a pair may use (the stage's declared dependencies), so that a
+    pair added to params.yaml cannot read a report DVC does not track for this stage.
+    """
     parse_measure(measure)
     root = Path(reports_root)
     cache: dict[str, dict[str, float]] = {}
@@ -106,6 +110,10 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
         if len(pair) != 2:
             raise InputError(f"expected [baseline, candidate], got {pair!r}", field=f"compare.pairs[{i}]")
         for name in pair:
+            if runs is not None and name not in runs:
+                raise InputError(f"run {name!r} is not among the runs this stage reads ({', '.join(runs)}): add "
+                                 f"its per_query.json to the compare stage's deps and --runs in dvc.yaml",
+                                 field=f"compare.pairs[{i}]")
             if name not in cache:
                 cache[name] = read_per_query(root / name / "per_query.json", measure)
     rows = compare_family([(cache[a], cache[b]) for a, b in pairs], family_level, permutations, seed)

@@ -107,12 +107,42 @@ def annotated_positives(dataset: Dataset) -> dict[str, set[str]]:
 Candidate = dict  # {"id": str, "rank": int | None, "score": float | None}
 
 
+def _margin_ceiling(lowest: float | None, params: MineParams) -> float | None:
+    """Scores at or above ``(1 - margin) x`` the lowest positive's are too close to be sure negatives."""
+    return None if params.margin is None or lowest is None else (1 - params.margin) * lowest
+
+
+def _window(ranking: list[Candidate], positive: set[str], params: MineParams) -> list[Candidate]:
+    return [c for c in ranking if params.range_min <= c["rank"] <= params.range_max and c["id"] not in positive]
+
+
 def _select_hard(ranking: list[Candidate], pool_docs: list[str], positive: set[str], lowest: float | None,
                  params: MineParams, rng: random.Random) -> list[Candidate]:
-    ceiling = None if params.margin is None or lowest is None else (1 - params.margin) * lowest
-    eligible = [c for c in ranking if params.range_min <= c["rank"] <= params.range_max
-                and c["id"] not in positive and (ceiling is None or c["score"] < ceiling)]
+    ceiling = _margin_ceiling(lowest, params)
+    eligible = [c for c in _window(ranking, positive, params) if ceiling is None or c["score"] < ceiling]
     return eligible if len(eligible) <= params.count else rng.sample(eligible, params.count)
+
+
+def margin_drops(run: Run, dataset: Dataset, params: MineParams) -> dict:
+    """What ``mine.margin`` kept out of the hard window: per query, the candidates scoring at or above
+    ``(1 - margin) x`` its lowest positive score (likely unannotated positives: the NV-Retriever rule)."""
+    if params.margin is None:
+        return {"margin": None, "dropped": 0, "queries": 0, "by_query": {}}
+    pool = mining_pool(dataset)
+    relevant = annotated_positives(dataset)
+    by_query = {}
+    for qid in sorted(dataset.qrels.get("train", {})):
+        ranking = [{"id": d, "rank": r, "score": s} for r, (d, s) in
+                   enumerate((item for item in ranked(run.get(qid, {})) if item[0] in pool.documents), 1)]
+        scores = [c["score"] for c in ranking if c["id"] in relevant.get(qid, set())]
+        ceiling = _margin_ceiling(min(scores) if scores else None, params)
+        dropped = [c for c in _window(ranking, relevant.get(qid, set()), params)
+                   if ceiling is not None and c["score"] >= ceiling]
+        if dropped:
+            by_query[qid] = {"ceiling": ceiling, "dropped": dropped}
+    return {"margin": params.margin, "rule": "window candidate scoring >= (1 - margin) x the lowest positive score",
+            "dropped": sum(len(v["dropped"]) for v in by_query.values()), "queries": len(by_query),
+            "by_query": by_query}
 
 
 class _Without(Sequence):
@@ -352,6 +382,8 @@ def mine_to_dir(run: Run, dataset: Dataset, params: MineParams, strategy: str, o
     audit["source"] = run_path
     audit["params"] = {"seed": params.seed, "source": params.source, "count": params.count,
                        "range_min": params.range_min, "range_max": params.range_max, "margin": params.margin}
+    if strategy == "hard":
+        audit["margin_dropped"] = margin_drops(run, dataset, params)
     if not audit["passed"]:
         raise MiningAuditError(audit)
     write_mined(out_dir, records, audit)

@@ -12,6 +12,8 @@ HELP = ("paired comparison of run pairs (compare.pairs) from their per_query.jso
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reports-root", required=True, help="folder holding <run name>/per_query.json")
+    parser.add_argument("--runs", nargs="+", metavar="NAME",
+                        help="the run names compare.pairs may use (dvc.yaml: those its deps list); default: any")
     parser.add_argument("--output", required=True, help="comparison JSON to write")
     parser.add_argument("--markdown", required=True, help="markdown table to write")
     add_params_args(parser)
@@ -24,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     params = params_of(args)
     ev = params.evaluate
     result = compare(args.reports_root, params.compare.pairs, params.compare.measure, ev.ci_level,
-                     ev.permutations, ev.seed)
+                     ev.permutations, ev.seed, args.runs)
     write_json(args.output, result)
     text = to_markdown(result)
     write_text(args.markdown, text)

@@ -26,6 +26,8 @@ def _summary(audit: dict) -> str:
     out["shortfall_queries"] = audit["shortfall"]["queries"]
     out["suspicious"] = audit["suspicious"]["count"]
     out["pool"] = audit["pool"]
+    if audit.get("margin_dropped", {}).get("margin") is not None:
+        out["margin_dropped"] = {k: audit["margin_dropped"][k] for k in ("margin", "dropped", "queries")}
     return json.dumps(out)
 
 

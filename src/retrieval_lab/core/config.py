@@ -111,6 +111,7 @@ class TrainParams:
     max_steps: int | None = None
     batch_size: int = 32
     lr: float = 2.0e-5
+    schedule: str = "linear"  # learning-rate factor after warmup: constant | linear (to 0) | cosine (to 0)
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     max_grad_norm: float | None = None  # clip the global gradient norm (sentence-transformers uses 1.0); null: off
@@ -178,6 +179,7 @@ STOPWORD_LANGUAGES = {  # tokenizer.stopwords name -> the list bm25s ships
 LSA_ALGORITHMS = ("randomized", "arpack")
 FIELDS = ("title", "text")
 NEGATIVES = ("hard", "random")
+SCHEDULES = ("constant", "linear", "cosine")  # training/loop.py: schedule_factor
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a dataset, run or variant name: also a path part
 _MEASURE = re.compile(r"[A-Za-z]+(\([A-Za-z0-9=,_ ]*\))?(@\d+)?")
@@ -307,7 +309,8 @@ RULES = {
     "mine.source": _matches(_NAME, "a run name"), "mine.count": _POSITIVE, "mine.range_min": _POSITIVE,
     "mine.range_max": _POSITIVE, "mine.margin": _between(0.0, 1.0, high_open=True),
     "train.epochs": _POSITIVE, "train.max_steps": _POSITIVE, "train.batch_size": _POSITIVE,
-    "train.lr": _between(0.0, None, low_open=True), "train.warmup_ratio": _UNIT,
+    "train.lr": _between(0.0, None, low_open=True), "train.schedule": _one_of(SCHEDULES),
+    "train.warmup_ratio": _UNIT,
     "train.weight_decay": _NON_NEGATIVE, "train.max_grad_norm": _between(0.0, None, low_open=True),
     "train.max_seq_length": _POSITIVE, "train.positives_per_query": _positives_rule,
     "train.validate_every": _NON_NEGATIVE,

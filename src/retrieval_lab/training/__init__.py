@@ -5,7 +5,8 @@ negatives, deduplicated by ID; :mod:`retrieval_lab.batching`) are embedded, scor
 ``s_ij = <q_i, d_j> / temperature``, and :func:`~retrieval_lab.losses.multi_positive_nce`
 is minimised with the positive mask joined on IDs. Every document of the batch is
 a candidate for every query, so the other queries' documents act as in-batch
-negatives alongside the mined ones. AdamW, linear warmup then linear decay.
+negatives alongside the mined ones. AdamW; linear warmup, then a constant, linear or
+cosine learning rate (``train.schedule``).
 
 Determinism. On CPU a run is a function of (base weights, data, params, seed):
 data order comes from ``(seed, epoch)``, dropout from the seeded torch generator,

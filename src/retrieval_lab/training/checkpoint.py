@@ -40,6 +40,8 @@ def fingerprint(model_digest: str, params: TrainParams, variant_name: str, varia
     # training.json written then still match, and the default's bytes do not change.
     if params.positives_at_least:
         train["positives_per_query"] = f"at least {params.positives_per_query}"
+    if params.schedule == "linear":  # the only schedule before it was a parameter: absent means linear
+        del train["schedule"]
     return {
         "model": {"weights_sha256": model_digest},
         "data": {"examples_sha256": examples_digest(data.examples), "examples": len(data.examples)},

@@ -83,7 +83,7 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
         model = encoder.model
         optimizer = _optimizer(model, params)
         _, total = total_steps(params, len(data.examples), dist_info.world)
-        scheduler = _schedule(optimizer, math.ceil(params.warmup_ratio * total), total)
+        scheduler = _schedule(optimizer, params, total)
         run = _Progress()
         if options.resume is not None:
             _resume(options, data, params, model, optimizer, scheduler, run)
@@ -178,12 +178,30 @@ def _optimizer(model: torch.nn.Module, params: TrainParams) -> torch.optim.Optim
                               {"params": no_decay, "weight_decay": 0.0}], lr=params.lr)
 
 
-def _schedule(optimizer, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:
-    def factor(step: int) -> float:  # linear warmup to lr, then linear decay to 0 at `total`
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        return max(0.0, (total - step) / max(1, total - warmup))
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+def schedule_factor(step: int, total: int, warmup: int, schedule: str) -> float:
+    """The learning rate of step ``step`` (0-based) as a fraction of ``lr``.
+
+    Warmup, steps ``0 .. warmup-1``: ``(step + 1) / (warmup + 1)``. After it, with
+    ``t = (step - warmup) / (total - warmup)`` in [0, 1): constant ``1``, linear
+    ``1 - t``, cosine ``(1 + cos(pi t)) / 2``; linear and cosine reach 0 at ``total``.
+    """
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    t = min(1.0, (step - warmup) / max(1, total - warmup))
+    if schedule == "constant":
+        return 1.0
+    if schedule == "linear":
+        return 1.0 - t
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * t))
+    raise InputError(f"unknown schedule {schedule!r} (choices: constant, linear, cosine)", field="train.schedule")
+
+
+def _schedule(optimizer, params: TrainParams, total: int) -> torch.optim.lr_scheduler.LambdaLR:
+    warmup = math.ceil(params.warmup_ratio * total)
+    schedule_factor(0, total, warmup, params.schedule)  # an unknown name fails before any step
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: schedule_factor(step, total, warmup, params.schedule))
 
 
 def _autocast(device: torch.device):

@@ -1,0 +1,250 @@
+"""The CUDA paths, checked in a few minutes: bf16/fp32 encoding, training and resume, FAISS on GPU, DDP.
+
+On a CUDA machine (``--device cuda``, the default):
+
+1. **encode** ``--docs`` SciFact abstracts on the device in fp32 and in bf16 (autocast) and
+   compare each with the CPU's fp32 embedding: the smallest cosine must be >= 0.995;
+2. **train** ``--steps`` steps on the device (SciFact train queries, random negatives from
+   the mining pool) straight, and again stopped halfway and resumed: the loss must fall
+   (mean of the last 5 steps below the first 5) and the resumed run must match the
+   straight one to rounding (losses within 1e-3, parameters within 1e-3);
+3. **faiss**: a GPU index (faiss-gpu) over the device's fp32 document embeddings must
+   return the same top 10 for every test query as the CPU index;
+4. **ddp**, with >= 2 GPUs: one global batch through two nccl processes gives the
+   single process's loss and gradients (dropout off) to rounding.
+
+A check that cannot run here (no faiss GPU build, one GPU) says so and is skipped.
+``--device cpu`` runs every check on the CPU (what the test suite does at tiny sizes);
+the report then says the CUDA calls were not made. Prints a short report; ``--json`` keeps it.
+
+    .venv/bin/python scripts/check_gpu.py [--docs 2000] [--steps 30] [--json bench-results/gpu.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SCIFACT = ROOT / ".." / "shared" / "data" / "scifact"
+LOCK = ROOT / "models" / "base.lock.json"
+FIELDS = ["title", "text"]
+MIN_COSINE = 0.995
+RESUME_TOLERANCE = 1e-3
+
+
+def _dataset(data: str):
+    from retrieval_lab.core.data import load_dataset
+
+    return load_dataset(data)
+
+
+def check_encode(dataset, device: str, docs: int, max_length: int) -> dict:
+    """Smallest cosine between each device embedding (fp32, bf16) and the CPU fp32 one."""
+    from retrieval_lab.encoder import load
+
+    texts = [dataset.corpus[d].content(FIELDS) for d in list(dataset.corpus)[:docs]]
+    reference = load(LOCK, "cpu").encode(texts, 64, max_length)  # N x H, unit rows
+    encoder = load(LOCK, device)
+    out = {"docs": len(texts)}
+    for name, bf16 in (("fp32", False), ("bf16", True)):
+        started = time.perf_counter()
+        emb = encoder.encode(texts, 64, max_length, bf16)  # N x H
+        out[f"{name}_seconds"] = time.perf_counter() - started
+        out[f"{name}_min_cosine"] = float(np.min(np.sum(emb * reference, axis=1)))
+        if name == "fp32":
+            out["_embeddings"] = emb
+    out["passed"] = min(out["fp32_min_cosine"], out["bf16_min_cosine"]) >= MIN_COSINE
+    return out
+
+
+def _training_data(dataset, seed: int):
+    from retrieval_lab.core.config import MineParams
+    from retrieval_lab.mining import mine
+    from retrieval_lab.training import training_data
+
+    records = mine({}, dataset, MineParams(seed=seed, count=1), "random")  # random negatives need no run
+    return training_data(dataset, records, 1, FIELDS, at_least=True)
+
+
+def check_train(dataset, device: str, steps: int, max_length: int, workdir: Path) -> dict:
+    """``steps`` steps straight, and stopped at half then resumed (training.compare_resume)."""
+    from retrieval_lab.core.config import TrainParams, TrainVariant
+    from retrieval_lab.encoder import load
+    from retrieval_lab.training import compare_resume
+
+    data = _training_data(dataset, 11)
+    params = TrainParams(seed=42, max_steps=steps, batch_size=32, lr=2e-5, schedule="constant", warmup_ratio=0.0,
+                         max_seq_length=max_length, positives_per_query=1, positives_at_least=True)
+    started = time.perf_counter()
+    report = compare_resume(lambda: load(LOCK, device), data, params, "random", TrainVariant("random", 0.05),
+                            steps // 2, workdir)
+    losses, resumed = report["straight_losses"], report["resumed_losses"]
+    k = min(5, len(losses) // 2)
+    loss_diff = max(abs(a - b) for a, b in zip(losses, resumed))
+    return {"steps": steps, "seconds": time.perf_counter() - started,
+            "first_losses": float(np.mean(losses[:k])), "last_losses": float(np.mean(losses[-k:])),
+            "max_loss_diff": loss_diff, "max_param_diff": report["max_abs_param_diff"],
+            "same_data_order": report["checks"]["same_data_order"],
+            "passed": (np.mean(losses[-k:]) < np.mean(losses[:k]) and report["checks"]["same_data_order"]
+                       and loss_diff <= RESUME_TOLERANCE and report["max_abs_param_diff"] <= RESUME_TOLERANCE)}
+
+
+def check_faiss(dataset, device: str, doc_embeddings: np.ndarray, max_length: int) -> dict:
+    """Top 10 of a GPU index against the CPU index, every test query."""
+    import faiss
+
+    from retrieval_lab.encoder import load
+
+    gpus = faiss.get_num_gpus() if hasattr(faiss, "get_num_gpus") else 0
+    if device.startswith("cuda") and (not hasattr(faiss, "StandardGpuResources") or gpus == 0):
+        return {"skipped": "faiss has no GPU build here (pip install faiss-gpu: the [gpu] extra)"}
+    queries = [dataset.queries[q].text for q in sorted(dataset.qrels.get("test", {}))]
+    q = load(LOCK, device).encode(queries, 64, max_length)  # Q x H
+    cpu = faiss.IndexFlatIP(doc_embeddings.shape[1])
+    cpu.add(doc_embeddings)
+    if device.startswith("cuda"):
+        resources = faiss.StandardGpuResources()
+        index = faiss.index_cpu_to_gpu(resources, 0, faiss.IndexFlatIP(doc_embeddings.shape[1]))
+    else:
+        index = faiss.IndexFlatIP(doc_embeddings.shape[1])  # --device cpu: the same calls on the CPU index
+    index.add(doc_embeddings)
+    _, expected = cpu.search(q, 10)
+    _, got = index.search(q, 10)
+    same = [list(a) == list(b) for a, b in zip(expected, got)]
+    return {"queries": len(queries), "same_top10": int(sum(same)), "passed": all(same)}
+
+
+def _ddp_worker(rank: int, world: int, port: int, data: str, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from retrieval_lab.training.distributed import Distributed
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    try:
+        result = _one_batch(Distributed(rank, world), data, f"cuda:{rank}")
+        if rank == 0:
+            torch.save(result, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def _one_batch(dist_info, data: str, device: str) -> dict:
+    """Loss and gradients of one global batch of 32 queries, dropout off (each rank would draw its own)."""
+    from retrieval_lab.batching import make_batch
+    from retrieval_lab.encoder import load
+    from retrieval_lab.training import distributed_model, train_step
+
+    training = _training_data(_dataset(data), 11)
+    encoder = load(LOCK, device)
+    encoder.model.eval()
+    with distributed_model(encoder, dist_info):
+        loss = train_step(encoder, make_batch(training.examples[:32], training.relevant), training, 128, 0.05,
+                          dist_info)
+    return {"loss": loss.item(),
+            "grads": {n: p.grad.float().cpu() for n, p in encoder.model.named_parameters() if p.grad is not None}}
+
+
+def check_ddp(data: str, device: str, workdir: Path) -> dict:
+    import torch
+
+    if not device.startswith("cuda") or torch.cuda.device_count() < 2:
+        return {"skipped": f"{torch.cuda.device_count() if device.startswith('cuda') else 0} GPU(s): needs 2"}
+    import torch.multiprocessing as mp
+
+    from retrieval_lab.training import Distributed
+
+    single = _one_batch(Distributed(), data, "cuda:0")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = workdir / "rank0.pt"
+    mp.spawn(_ddp_worker, args=(2, port, data, str(out)), nprocs=2, join=True)
+    ddp = torch.load(out, weights_only=False)
+    cosines = [torch.nn.functional.cosine_similarity(g.flatten(), ddp["grads"][n].flatten(), dim=0).item()
+               for n, g in single["grads"].items() if g.abs().sum() > 0]
+    loss_diff = abs(ddp["loss"] - single["loss"])
+    return {"loss": single["loss"], "loss_diff": loss_diff, "min_grad_cosine": min(cosines),
+            "passed": loss_diff <= 1e-2 and min(cosines) >= 0.99}
+
+
+def run_checks(data: str, device: str, docs: int, steps: int, max_length: int) -> dict:
+    import torch
+
+    report = {"device": device, "cuda": torch.cuda.is_available(),
+              "gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+              "gpu_name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+              "torch": torch.__version__}
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        report["error"] = "CUDA requested but torch sees no GPU (torch.cuda.is_available() is False)"
+        return report
+    dataset = _dataset(data)
+    with tempfile.TemporaryDirectory() as tmp:
+        report["encode"] = check_encode(dataset, device, docs, max_length)
+        embeddings = report["encode"].pop("_embeddings")
+        report["train"] = check_train(dataset, device, steps, max_length, Path(tmp))
+        report["faiss"] = check_faiss(dataset, device, embeddings, max_length)
+        report["ddp"] = check_ddp(data, device, Path(tmp))
+    ran = [report[k] for k in ("encode", "train", "faiss", "ddp") if "skipped" not in report[k]]
+    report["passed"] = all(r["passed"] for r in ran)
+    return report
+
+
+def format_report(report: dict) -> str:
+    if "error" in report:
+        return f"check_gpu: {report['error']}"
+    lines = [(f"check_gpu on {report['device']} ({report['gpu_name'] or 'no GPU'}; torch {report['torch']}, "
+              f"{report['gpus']} GPU(s))")]
+    if not report["device"].startswith("cuda"):
+        lines.append("  (--device cpu: the checks ran on the CPU; no CUDA call was made)")
+    e, t, f, d = report["encode"], report["train"], report["faiss"], report["ddp"]
+    lines.append(f"  encode {e['docs']} docs: min cosine to CPU fp32: fp32 {e['fp32_min_cosine']:.5f} "
+                 f"({e['fp32_seconds']:.1f} s), bf16 {e['bf16_min_cosine']:.5f} ({e['bf16_seconds']:.1f} s) "
+                 f"[>= {MIN_COSINE}] {'ok' if e['passed'] else 'FAILED'}")
+    lines.append(f"  train {t['steps']} steps ({t['seconds']:.1f} s for both runs): loss {t['first_losses']:.4f} -> "
+                 f"{t['last_losses']:.4f}; resumed vs straight: losses {t['max_loss_diff']:.2e}, parameters "
+                 f"{t['max_param_diff']:.2e} [<= {RESUME_TOLERANCE}] {'ok' if t['passed'] else 'FAILED'}")
+    lines.append("  faiss: " + (f"skipped: {f['skipped']}" if "skipped" in f else
+                                f"{f['same_top10']}/{f['queries']} queries with the CPU index's top 10 "
+                                f"{'ok' if f['passed'] else 'FAILED'}"))
+    lines.append("  ddp: " + (f"skipped: {d['skipped']}" if "skipped" in d else
+                              f"loss diff {d['loss_diff']:.2e}, min gradient cosine {d['min_grad_cosine']:.5f} "
+                              f"{'ok' if d['passed'] else 'FAILED'}"))
+    lines.append("passed" if report["passed"] else "FAILED")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(SCIFACT), help="BEIR SciFact folder (train and test qrels)")
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu (every check on the CPU)")
+    parser.add_argument("--docs", type=int, default=2000)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    from retrieval_lab.core.errors import InputError
+
+    try:
+        report = run_checks(args.data, args.device, args.docs, args.steps, args.max_length)
+    except InputError as exc:
+        print(f"check_gpu: {exc}")
+        return 2
+    print(format_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0 if report.get("passed") else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
