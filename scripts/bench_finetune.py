@@ -19,7 +19,9 @@ metrics engine (fp32, 256 tokens, exhaustive search) on the 300 test queries:
   max length, 256, for queries and documents).
 - **ours**: the `train` stage's code with params.yaml plus ``--set`` overrides, which
   default to the README's SciFact quality command (:data:`SCIFACT_QUALITY`), on
-  negatives mined by our `mine` step with those params.
+  negatives mined by our `mine` step with those params: variant ``hard`` (both sides).
+- **ours-query**: the same for variant ``query`` (only the query encoder, against the
+  base model's fp32 embeddings of every document, which are also what it is scored on).
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py --run runs/scifact/dense.trec \\
         [--only recipe ours] [--json bench-results/finetune.json]
@@ -32,6 +34,7 @@ About 15 minutes per contender on 2 CPU cores.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import time
 from pathlib import Path
@@ -42,7 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "models" / "base.lock.json"
 FIELDS = ["title", "text"]
 # The README's SciFact quality command, as --set overrides (tests/test_bench_finetune.py checks they agree)
-SCIFACT_QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true"]
+SCIFACT_QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true", "train.epochs=3",
+                   "train.schedule=constant", "train.warmup_ratio=0", "dense.bf16=true"]
 
 RECIPE = {"window": (4, 30), "first": 10, "batch": 32, "epochs": 2, "lr": 2e-5, "temperature": 0.05,
           "query_tokens": 64, "doc_tokens": 256}
@@ -89,7 +93,7 @@ def _texts(data_dir: str, triples: list[tuple]) -> tuple[dict, dict, dict]:
     return queries, docs, relevant
 
 
-def _score(encoder, data_dir: str) -> dict:
+def _score(encoder, data_dir: str, documents: tuple | None = None) -> dict:
     from retrieval_lab.core.config import DenseParams
     from retrieval_lab.core.data import load_dataset
     from retrieval_lab.dense_evaluation import dense_means
@@ -98,7 +102,8 @@ def _score(encoder, data_dir: str) -> dict:
     qrels = dataset.qrels["test"]
     return dense_means(encoder, qrels, {q: dataset.queries[q].text for q in qrels},
                        {d: dataset.corpus[d].content(FIELDS) for d in dataset.corpus},
-                       DenseParams(batch_size=64, max_seq_length=256, bf16=False), 100, ["nDCG@10", "R@100", "AP@10"])
+                       DenseParams(batch_size=64, max_seq_length=256, bf16=False), 100, ["nDCG@10", "R@100", "AP@10"],
+                       documents)
 
 
 def _batches(n: int, seed: int, epoch: int) -> list[list[int]]:
@@ -181,28 +186,37 @@ def mnrl(args: dict) -> dict:
             **_score(encoder, args["data"])}
 
 
-def ours(args: dict) -> dict:
+def ours(args: dict, variant_name: str = "hard") -> dict:
     from retrieval_lab.core.config import load_params
     from retrieval_lab.core.data import load_dataset
-    from retrieval_lab.encoder import load
+    from retrieval_lab.encoder import embed_dataset, load
     from retrieval_lab.mining import mine
     from retrieval_lab.runs import read_run
-    from retrieval_lab.training import LoopOptions, fine_tune, training_data
+    from retrieval_lab.training import LoopOptions, fine_tune, training_data, with_frozen_documents
 
     params = load_params(ROOT / "params.yaml", args["overrides"])
     dataset = load_dataset(args["data"])
-    variant = params.train.variants["hard"]
+    variant = params.train.variants[variant_name]
+    train = params.train if variant.epochs is None else dataclasses.replace(params.train, epochs=variant.epochs)
     records = mine(read_run(args["run"]), dataset, params.mine, variant.negatives)
-    data = training_data(dataset, records, params.train.positives_per_query, FIELDS,
-                         params.train.positives_at_least)
+    data = training_data(dataset, records, train.positives_per_query, FIELDS, train.positives_at_least)
+    documents = None
+    if variant.side == "query":  # the frozen documents: the base model's fp32 embeddings, as scored below
+        base = embed_dataset(load(LOCK, "cpu"), dataset, dataclasses.replace(params.dense, bf16=False), FIELDS)
+        data = with_frozen_documents(data, base)
+        documents = (base.doc_ids, base.doc_embeddings)
     encoder = load(LOCK, "cpu")
     options = LoopOptions(variant.temperature, {}, progress=False)
-    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, params.train, options))
-    return {"contender": "ours (train@hard, " + ", ".join(args["overrides"]) + ")", "train_seconds": seconds,
-            "steps": result.steps, **_score(encoder, args["data"])}
+    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, train, options))
+    return {"contender": f"ours (train@{variant_name}, " + ", ".join(args["overrides"]) + ")",
+            "train_seconds": seconds, "steps": result.steps, **_score(encoder, args["data"], documents)}
 
 
-CONTENDERS = {"recipe": recipe, "mnrl": mnrl, "ours": ours}
+def ours_query(args: dict) -> dict:
+    return ours(args, "query")
+
+
+CONTENDERS = {"recipe": recipe, "mnrl": mnrl, "ours": ours, "ours-query": ours_query}
 
 
 def main() -> None:
@@ -221,8 +235,8 @@ def main() -> None:
     started = time.perf_counter()
     rows = {name: _bench.isolated(CONTENDERS[name], shared) for name in args.only}
     print(_bench.markdown(list(rows.values()), ["contender", "steps", "train_seconds", "nDCG@10", "R@100", "AP@10"]))
-    differences = {f"ours - {peer}": rows["ours"]["nDCG@10"] - rows[peer]["nDCG@10"]
-                   for peer in ("recipe", "mnrl") if "ours" in rows and peer in rows}
+    differences = {f"{mine} - {peer}": rows[mine]["nDCG@10"] - rows[peer]["nDCG@10"]
+                   for mine in ("ours", "ours-query") for peer in ("recipe", "mnrl") if mine in rows and peer in rows}
     for name, value in differences.items():
         print(f"nDCG@10 {name}: {value:+.4f}")
     print(f"{len(triples)} recipe pairs, {time.perf_counter() - started:.0f} s in all")

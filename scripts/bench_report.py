@@ -390,19 +390,18 @@ def quality_section(folder: Path | None, label: str | None = None) -> list[str]:
 
 
 def finetune_section(result: dict | None, results_dir: str) -> list[str]:
-    """scripts/bench_finetune.py: test quality of our training against a plain sentence-transformers run."""
-    lines = ["## Fine-tuning quality against sentence-transformers (SciFact test, same training data)", ""]
+    """scripts/bench_finetune.py: our training against the plain recipe and sentence-transformers, one run."""
+    command = (f"`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py --run runs/scifact/dense.trec "
+               f"--json {results_dir}/finetune.json`")
+    lines = ["## Fine-tuning quality against the plain recipe and sentence-transformers (SciFact test)", ""]
     if result is None:
-        return lines + [("Not run. Measure with `OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py "
-                         f"--run runs/scifact/dense.trec --json {results_dir}/finetune.json`.")]
+        return lines + [f"Not run. Measure with {command}."]
     rows = [[r["contender"], str(r["steps"]), _num(r["train_seconds"]),
              *[_value(r, m) for m in ("nDCG@10", "AP@10", "R@100")]] for r in result["rows"]]
     lines += _table(["contender", "steps", "train seconds", "nDCG@10", "AP@10", "R@100"], rows,
                     "|---|---:|---:|---:|---:|---:|")
-    return lines + ["", (f"nDCG@10 ours - sentence-transformers: **{result['ndcg10_difference']:+.4f}** "
-                         f"({result['pairs']} train pairs; `OMP_NUM_THREADS=2 .venv/bin/python "
-                         f"scripts/bench_finetune.py --run runs/scifact/dense.trec --json "
-                         f"{results_dir}/finetune.json`).")]
+    differences = "; ".join(f"{name}: **{value:+.4f}**" for name, value in result["ndcg10_differences"].items())
+    return lines + ["", f"nDCG@10 {differences} ({result['pairs']} recipe pairs, one run: {command})."]
 
 
 SCALE_COMMAND = ("OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_scale.py --sizes 10000 100000 1000000 "

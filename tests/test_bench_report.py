@@ -191,15 +191,15 @@ def test_several_labelled_metrics_folders(report, inputs, tmp_path):
 
 
 def test_finetune_section(report):
-    result = {"pairs": 919, "ndcg10_difference": 0.6940 - 0.6904, "rows": [
-        {"contender": "sentence-transformers MNRL", "steps": 58, "train_seconds": 755.0, "nDCG@10": 0.6904,
-         "AP@10": 0.64, "R@100": 0.9367},
-        {"contender": "ours", "steps": 52, "train_seconds": 700.0, "nDCG@10": 0.6940, "AP@10": 0.6396,
+    result = {"pairs": 919, "ndcg10_differences": {"ours - recipe": 0.7410 - 0.7273}, "rows": [
+        {"contender": "plain recipe (issue 14)", "steps": 58, "train_seconds": 755.0, "nDCG@10": 0.7273,
+         "AP@10": 0.68, "R@100": 0.9367},
+        {"contender": "ours", "steps": 52, "train_seconds": 700.0, "nDCG@10": 0.7410, "AP@10": 0.6996,
          "R@100": 0.9533}]}
     md = report.build_report({}, {}, "r", None, [], MACHINE, "now", finetune=result)
-    assert _rows(md, "sentence-transformers MNRL")[0][1:] == ["58", "755", "0.6904", "0.6400", "0.9367"]
-    assert _rows(md, "ours")[0][1:] == ["52", "700", "0.6940", "0.6396", "0.9533"]
-    assert "ours - sentence-transformers: **+0.0036** (919 train pairs" in md  # 0.6940 - 0.6904
+    assert _rows(md, "plain recipe (issue 14)")[0][1:] == ["58", "755", "0.7273", "0.6800", "0.9367"]
+    assert _rows(md, "ours")[0][1:] == ["52", "700", "0.7410", "0.6996", "0.9533"]
+    assert "nDCG@10 ours - recipe: **+0.0137** (919 recipe pairs, one run" in md  # 0.7410 - 0.7273
     assert "Not run." in report.build_report({}, {}, "r", None, [], MACHINE, "now")
 
 

@@ -13,7 +13,8 @@ from retrieval_lab.core.errors import InputError
 def test_repository_params_are_valid():
     params = load_params(REPO / "params.yaml")
     assert params.bm25.k1 == 1.2 and params.bm25.b == 0.75  # Lucene defaults
-    assert set(params.train.variants) == {"hard", "random", "temperature"}
+    assert set(params.train.variants) == {"hard", "random", "temperature", "query"}
+    assert params.train.variants["query"].side == "query" and params.train.variants["hard"].side == "both"
 
 
 def test_unknown_key_is_an_error(tmp_path):
@@ -113,3 +114,13 @@ def test_every_key_refuses_a_malformed_value_in_one_line(key, tmp_path, monkeypa
         assert err.startswith("error: ") and err.count("\n") == 1, (value, err)
         assert f"field '{key}'" in err, (value, err)
     assert not (tmp_path / "out").exists()
+
+
+def test_variant_side_and_epochs_are_checked(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train: {variants: {q: {negatives: hard, side: queries}}}\n")
+    with pytest.raises(InputError, match=r"train.variants.q.side.*unknown value 'queries' \(choices: both, query\)"):
+        load_params(path)
+    path.write_text("train: {variants: {q: {negatives: hard, side: query, epochs: 0}}}\n")
+    with pytest.raises(InputError, match="train.variants.q.epochs"):
+        load_params(path)

@@ -20,7 +20,7 @@ from retrieval_lab.cli import main
 from retrieval_lab.core.config import Params, TrainParams, TrainVariant
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
-from retrieval_lab.encoder import Encoder, load, load_embeddings
+from retrieval_lab.encoder import Embeddings, Encoder, encode_dataset, load, load_embeddings
 from retrieval_lab.mining import write_mined
 from retrieval_lab.training import (
     Distributed,
@@ -184,6 +184,58 @@ def test_train_stage_outputs_and_stop_resume(toy, tmp_path):
         (out["live"] / "plots" / "metrics" / "train" / "loss.tsv").read_text()
     # a variant trained on negatives mined with another strategy is refused
     assert main(args[:6] + ["random"] + args[7:]) == 2
+
+
+def test_query_side_step_scores_every_frozen_document(toy):
+    # one batch of q0, q1: scores against all 20 frozen documents; loss = mean over queries of
+    # logsumexp(all 20 scores) - logsumexp(scores of its 2 annotated positives), as written out below
+    _, _, data = toy
+    frozen_encoder = tiny_encoder(dropout=0.0, seed=7)
+    doc_ids = [f"d{i}{s}" for i in range(10) for s in "ab"]
+    matrix = frozen_encoder.encode([data.doc_texts.get(d, d) for d in doc_ids], 8, 16)  # 20 x 32
+    frozen = training.with_frozen_documents(data, Embeddings(doc_ids, matrix, [], np.zeros((0, 32), np.float32)))
+    before = frozen.doc_matrix.clone()
+    encoder = tiny_encoder(dropout=0.0)
+    batch = make_batch(data.examples[:2], data.relevant)
+    loss = train_step(encoder, batch, frozen, 16, 0.05)
+    with torch.no_grad():
+        q = encoder.embed([data.query_texts["q0"], data.query_texts["q1"]], 16)  # 2 x 32
+        scores = q @ torch.from_numpy(matrix).T / 0.05  # 2 x 20
+        positive = [[0, 1], [2, 3]]  # d0a d0b for q0, d1a d1b for q1 (rows of doc_ids)
+        expected = sum(torch.logsumexp(scores[i], 0) - torch.logsumexp(scores[i, positive[i]], 0)
+                       for i in range(2)) / 2
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert torch.equal(frozen.doc_matrix, before)  # the document side never moves
+    grads = [p.grad for p in encoder.model.parameters() if p.grad is not None]
+    assert grads and any(g.abs().sum() > 0 for g in grads)
+
+
+def test_query_side_stage_keeps_the_base_documents(toy, tmp_path):
+    dataset_dir, negatives, _ = toy
+    model_dir = tmp_path / "tiny"
+    tiny_encoder().save(model_dir)
+    params = _params(tmp_path, model_dir)
+    params = dataclasses.replace(params, train=dataclasses.replace(
+        params.train, variants={"query": TrainVariant("hard", 0.05, side="query", epochs=3)}))
+    base = tmp_path / "base"
+    encode_dataset(load(model_dir, "cpu"), load_dataset(dataset_dir), base, params.dense, ["title", "text"])
+    out = {k: tmp_path / k for k in ("model", "emb", "live")}
+    with pytest.raises(InputError, match="needs --base-embeddings"):
+        training.run_training(params, dataset_dir, negatives, "query", out["model"], out["emb"], out["live"],
+                              progress=False)
+    result = training.run_training(params, dataset_dir, negatives, "query", out["model"], out["emb"], out["live"],
+                                   base_embeddings=base, progress=False)
+    assert result.steps == 9  # the variant's 3 epochs (train.epochs is 2) x 3 batches of 2 queries
+    written, frozen = load_embeddings(out["emb"]), load_embeddings(base)
+    assert written.doc_ids == frozen.doc_ids and np.array_equal(written.doc_embeddings, frozen.doc_embeddings)
+    tuned = load(out["model"], "cpu")
+    texts = [load_dataset(dataset_dir).queries[q].text for q in written.query_ids]
+    np.testing.assert_allclose(written.query_embeddings, tuned.encode(texts, 8, 16), atol=1e-6)
+    assert not np.allclose(written.query_embeddings, frozen.query_embeddings, atol=1e-3)  # the queries moved
+    assert written.report["documents_model"] == frozen.report["model"]
+    report = json.loads((out["model"] / "training.json").read_text())
+    assert report["fingerprint"]["variant"] == {"name": "query", "negatives": "hard", "temperature": 0.05,
+                                                "side": "query", "epochs": 3}
 
 
 def _texts(dataset_dir: Path) -> list[str]:

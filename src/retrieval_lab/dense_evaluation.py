@@ -25,14 +25,23 @@ def _top_stable(row: np.ndarray, k: int) -> np.ndarray:
 
 
 def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: dict[str, str],
-                dense: DenseParams, depth: int, measures: list[str]) -> dict[str, float]:
-    """Encode queries and documents, rank every document by dot product, return the mean of each measure."""
+                dense: DenseParams, depth: int, measures: list[str],
+                documents: tuple[list[str], np.ndarray] | None = None) -> dict[str, float]:
+    """Encode queries and documents, rank every document by dot product, return the mean of each measure.
+
+    ``documents``: (ids, N x H embeddings) to rank instead of encoding ``doc_texts`` (a query-side model).
+    """
     from .metrics import measure_run
 
-    query_ids, doc_ids = sorted(qrels), list(doc_texts)
+    query_ids = sorted(qrels)
     q = encoder.encode([query_texts[i] for i in query_ids], dense.batch_size, dense.max_seq_length,
                        dense.bf16)  # Q x H
-    d = encoder.encode([doc_texts[i] for i in doc_ids], dense.batch_size, dense.max_seq_length, dense.bf16)  # N x H
+    if documents is None:
+        doc_ids = list(doc_texts)
+        d = encoder.encode([doc_texts[i] for i in doc_ids], dense.batch_size, dense.max_seq_length,
+                           dense.bf16)  # N x H
+    else:
+        doc_ids, d = list(documents[0]), documents[1]  # N x H
     k = min(depth, len(doc_ids))
     run = {}
     chunk = max(1, _SCORES_BUDGET // max(len(doc_ids), 1))  # queries scored at once: no Q x N matrix

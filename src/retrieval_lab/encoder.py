@@ -334,6 +334,20 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
     return Embeddings(doc_ids, arrays["documents"], query_ids, arrays["queries"], report, timings)
 
 
+def with_queries_of(encoder: Encoder, dataset, base: Embeddings, params: DenseParams) -> Embeddings:
+    """``base``'s documents unchanged, every query of ``dataset`` encoded by ``encoder``: the embeddings of a
+    query-side fine-tuned model, which scores against the documents it was trained on."""
+    query_ids = list(dataset.queries)
+    start = time.perf_counter()
+    queries = encoder.encode([dataset.queries[q].text for q in query_ids], params.batch_size,
+                             params.max_seq_length, params.bf16)  # Q x H
+    seconds = time.perf_counter() - start
+    report = {**base.report, "model": encoder.source, "documents_model": base.report.get("model"),
+              "queries": len(query_ids), "truncated_queries": encoder.last_truncated, "bf16_queries": params.bf16}
+    return Embeddings(list(base.doc_ids), base.doc_embeddings, query_ids, queries, report,
+                      {"seconds_queries": round(seconds, 3)})
+
+
 def write_embeddings(embeddings: Embeddings, out_dir: str | Path) -> None:
     """Write the embeddings folder atomically (all files appear together or not at all)."""
     with atomic_path(out_dir, is_dir=True) as tmp:

@@ -17,6 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", required=True, help="a name under train.variants in params.yaml")
     parser.add_argument("--model-out", required=True, help="fine-tuned model folder (Hugging Face format)")
     parser.add_argument("--embeddings-out", required=True, help="embeddings folder of the dataset")
+    parser.add_argument("--base-embeddings", help="the base model's embeddings folder (`encode`): the frozen "
+                        "documents of a query-side variant (train.variants.<name>.side: query)")
     parser.add_argument("--live-dir", required=True, help="dvclive folder (loss, lr, validation metrics)")
     parser.add_argument("--stop-after", type=int, metavar="N", help="stop at global step N, leaving a checkpoint")
     parser.add_argument("--resume", metavar="PATH", help="continue from this state.pt")
@@ -31,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     from ..training import run_training
 
     result = run_training(params_of(args), args.dataset, args.negatives, args.variant, args.model_out,
-                          args.embeddings_out, args.live_dir, stop_after=args.stop_after, resume=args.resume,
+                          args.embeddings_out, args.live_dir, base_embeddings=args.base_embeddings,
+                          stop_after=args.stop_after, resume=args.resume,
                           checkpoint=args.checkpoint, progress=not args.no_progress)
     summary = {"steps": result.steps, "total_steps": result.total_steps, "stopped_early": result.stopped_early,
                "first_loss": result.history[0]["loss"] if result.history else None,

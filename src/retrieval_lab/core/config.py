@@ -102,6 +102,9 @@ class MineParams:
 class TrainVariant:
     negatives: str = "hard"  # which mined negatives file: hard | random
     temperature: float = 0.05
+    side: str = "both"  # both: fine-tune on batch documents; query: only the query side, every document's
+    #                     frozen base embedding a candidate (training/loop.py: train_step)
+    epochs: int | None = None  # this variant's epochs (null: train.epochs)
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ class TrainParams:
         "hard": TrainVariant("hard", 0.05),
         "random": TrainVariant("random", 0.05),
         "temperature": TrainVariant("hard", 0.1),
+        "query": TrainVariant("hard", 0.05, side="query", epochs=10),
     })
 
 
@@ -179,6 +183,7 @@ STOPWORD_LANGUAGES = {  # tokenizer.stopwords name -> the list bm25s ships
 LSA_ALGORITHMS = ("randomized", "arpack")
 FIELDS = ("title", "text")
 NEGATIVES = ("hard", "random")
+SIDES = ("both", "query")
 SCHEDULES = ("constant", "linear", "cosine")  # training/loop.py: schedule_factor
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a dataset, run or variant name: also a path part
@@ -317,6 +322,7 @@ RULES = {
     "train.loss": _matches(_NAME, "a loss name (the losses registry lists them)"),
     "train.variants.*.negatives": _one_of(NEGATIVES),
     "train.variants.*.temperature": _between(0.0, None, low_open=True),
+    "train.variants.*.side": _one_of(SIDES), "train.variants.*.epochs": _POSITIVE,
     "evaluate.measures": _each(_MEASURE_NAME), "evaluate.diagnose_k": _POSITIVE,
     "evaluate.judged_threshold": _UNIT, "evaluate.ci_level": _between(0.0, 1.0, True, True),
     "evaluate.resamples": _POSITIVE, "evaluate.permutations": _POSITIVE,

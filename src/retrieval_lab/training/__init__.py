@@ -8,6 +8,10 @@ a candidate for every query, so the other queries' documents act as in-batch
 negatives alongside the mined ones. AdamW; linear warmup, then a constant, linear or
 cosine learning rate (``train.schedule``).
 
+Query side (a variant with ``side: query``): only queries are encoded; every document's
+frozen base embedding (the ``encode`` stage's) is a candidate, so the whole corpus serves
+as negatives, a step costs a query batch, and no document is re-encoded afterwards.
+
 Determinism. On CPU a run is a function of (base weights, data, params, seed):
 data order comes from ``(seed, epoch)``, dropout from the seeded torch generator,
 and ``torch.use_deterministic_algorithms`` is on, so an interrupted and resumed run
@@ -38,7 +42,7 @@ from .checkpoint import (
     save_checkpoint,
     weights_digest,
 )
-from .data import TrainingData, check_negatives_strategy, training_data, variant_of
+from .data import TrainingData, check_negatives_strategy, training_data, variant_of, with_frozen_documents
 from .distributed import Distributed, distributed_model, init_distributed
 from .loop import LoopOptions, TrainResult, fine_tune, total_steps, train_step
 from .resume import compare_resume
@@ -48,5 +52,5 @@ __all__ = [
     "Distributed", "LoopOptions", "TrainResult", "TrainingData", "check_negatives_strategy", "compare_resume",
     "default_checkpoint", "distributed_model", "fine_tune", "fingerprint", "fingerprint_differences",
     "init_distributed", "load_checkpoint", "run_training", "save_checkpoint", "total_steps", "train_step",
-    "training_data", "validator", "variant_of", "weights_digest", "write_live",
+    "training_data", "validator", "variant_of", "weights_digest", "with_frozen_documents", "write_live",
 ]

@@ -46,10 +46,21 @@ def fingerprint(model_digest: str, params: TrainParams, variant_name: str, varia
         "model": {"weights_sha256": model_digest},
         "data": {"examples_sha256": examples_digest(data.examples), "examples": len(data.examples)},
         "train": train,
-        "variant": {"name": variant_name, **dataclasses.asdict(variant)},
+        "variant": {"name": variant_name, **_variant_fields(variant)},
         "loss": params.loss,
         "world_size": world,
     }
+
+
+def _variant_fields(variant: TrainVariant) -> dict:
+    """The variant's fields, leaving out side and epochs at their defaults (fields added later: the
+    fingerprints written before them still match)."""
+    fields = dataclasses.asdict(variant)
+    if fields["side"] == "both":
+        del fields["side"]
+    if fields["epochs"] is None:
+        del fields["epochs"]
+    return fields
 
 
 def _flatten(obj, prefix: str = "") -> dict:

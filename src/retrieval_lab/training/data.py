@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from ..batching import Example, build_examples
 from ..core.config import TrainParams, TrainVariant
 from ..core.data import Dataset
@@ -18,6 +20,32 @@ class TrainingData:
     relevant: dict[str, set[str]]  # query id -> documents annotated relevant in any split
     query_texts: dict[str, str]
     doc_texts: dict[str, str]
+    # query side (TrainVariant.side = "query"): every document's frozen embedding, the candidates of each step
+    doc_ids: list[str] | None = None
+    doc_matrix: torch.Tensor | None = None  # N x H, float32, unit rows
+    doc_column: dict[str, int] | None = None  # document id -> its row in doc_matrix
+
+    def corpus_mask(self, query_ids: list[str]) -> torch.Tensor:
+        """``[B, N]``: document ``j`` of ``doc_ids`` is annotated relevant to query ``i`` (any split)."""
+        column = self.doc_column
+        mask = torch.zeros(len(query_ids), len(self.doc_ids), dtype=torch.bool)  # B x N
+        for i, qid in enumerate(query_ids):
+            for did in self.relevant.get(qid, ()):
+                if did in column:
+                    mask[i, column[did]] = True
+        return mask
+
+
+def with_frozen_documents(data: TrainingData, embeddings) -> TrainingData:
+    """``data`` for query-side training against ``embeddings`` (an embeddings folder's documents), which must
+    hold every document the examples name."""
+    missing = sorted({d for e in data.examples for d in e.positives} - set(embeddings.doc_ids))
+    if missing:
+        raise InputError(f"{len(missing)} training positives have no base embedding (first: {missing[0]}): "
+                         "embeddings of another dataset?", field="--base-embeddings")
+    doc_ids = list(embeddings.doc_ids)
+    return TrainingData(data.examples, data.relevant, data.query_texts, data.doc_texts, doc_ids,
+                        torch.from_numpy(embeddings.doc_embeddings).float(), {d: j for j, d in enumerate(doc_ids)})
 
 
 def training_data(dataset: Dataset, negatives: str | Path | list[dict], positives_per_query: int,

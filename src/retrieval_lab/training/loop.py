@@ -142,7 +142,13 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
 
 def train_step(encoder, batch: Batch, data: TrainingData, max_length: int, temperature: float,
                dist_info: Distributed = SINGLE_PROCESS, loss_fn: LossFn | None = None) -> torch.Tensor:
-    """Forward and backward of one (global) batch; returns the loss (identical on every rank)."""
+    """Forward and backward of one (global) batch; returns the loss (identical on every rank).
+
+    Scores ``s_ij = <q_i, d_j> / temperature`` over the batch's documents, or, with
+    ``data.doc_matrix`` (query-side training), over every document's frozen embedding:
+    then only queries are encoded, the whole corpus is each query's negatives, and the
+    document side never changes (no re-encoding after training).
+    """
     nq, nd = len(batch.query_ids), len(batch.doc_ids)
     q_sizes = [b - a for a, b in (shard(nq, dist_info.world, r) for r in range(dist_info.world))]
     d_sizes = [b - a for a, b in (shard(nd, dist_info.world, r) for r in range(dist_info.world))]
@@ -150,11 +156,17 @@ def train_step(encoder, batch: Batch, data: TrainingData, max_length: int, tempe
     d0, d1 = shard(nd, dist_info.world, dist_info.rank)
     with _autocast(encoder.device):
         q_local = encoder.embed([data.query_texts[q] for q in batch.query_ids[q0:q1]], max_length)  # b x H
-        d_local = encoder.embed([data.doc_texts[d] for d in batch.doc_ids[d0:d1]], max_length)  # d x H
+        if data.doc_matrix is None:
+            d_local = encoder.embed([data.doc_texts[d] for d in batch.doc_ids[d0:d1]], max_length)  # d x H
     queries = gather(q_local.float(), q_sizes, dist_info)  # B x H
-    docs = gather(d_local.float(), d_sizes, dist_info)  # D x H
-    scores = queries @ docs.T / temperature  # B x D
-    loss = (loss_fn or get_loss("multi_positive_nce"))(scores, batch.positive_mask.to(scores.device))
+    if data.doc_matrix is None:
+        docs = gather(d_local.float(), d_sizes, dist_info)  # D x H
+        mask = batch.positive_mask  # B x D
+    else:  # query side: the frozen embeddings of every document are the candidates, no gradient to them
+        docs = data.doc_matrix.to(queries.device)  # N x H
+        mask = data.corpus_mask(batch.query_ids)  # B x N
+    scores = queries @ docs.T / temperature  # B x D (or B x N)
+    loss = (loss_fn or get_loss("multi_positive_nce"))(scores, mask.to(scores.device))
     (loss * dist_info.world).backward()
     return loss.detach()
 

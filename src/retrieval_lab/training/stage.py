@@ -2,31 +2,44 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
 from ..core.atomic import atomic_path
 from ..core.config import Params
 from ..core.data import Dataset
+from ..core.errors import InputError
 from ..dense_evaluation import dense_means
 from ..losses import get_loss
 from .checkpoint import default_checkpoint, fingerprint, weights_digest
-from .data import check_negatives_strategy, training_data, variant_of
+from .data import check_negatives_strategy, training_data, variant_of, with_frozen_documents
 from .distributed import end_distributed, init_distributed
 from .loop import LoopOptions, TrainResult, fine_tune
 
 
 def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path, variant_name: str,
                  model_out: str | Path, embeddings_out: str | Path, live_dir: str | Path, *,
-                 stop_after: int | None = None, resume: str | Path | None = None,
-                 checkpoint: str | Path | None = None, progress: bool = True) -> TrainResult:
+                 base_embeddings: str | Path | None = None, stop_after: int | None = None,
+                 resume: str | Path | None = None, checkpoint: str | Path | None = None,
+                 progress: bool = True) -> TrainResult:
     """Fine-tune ``variant_name`` on ``negatives``; write the model (with training.json), the embeddings and
-    the dvclive folder, unless the run stopped early (``stop_after``), which leaves only its checkpoint."""
-    from ..core.data import empty_documents_note, load_dataset
-    from ..encoder import encode_dataset, load
+    the dvclive folder, unless the run stopped early (``stop_after``), which leaves only its checkpoint.
 
-    train = params.train
-    variant = variant_of(train, variant_name)
+    A query-side variant trains against ``base_embeddings`` (the base model's embeddings folder), whose
+    documents its embeddings folder keeps; its mined negatives are unused (every document is a candidate).
+    """
+    from ..core.data import empty_documents_note, load_dataset
+    from ..encoder import encode_dataset, load, load_embeddings, with_queries_of, write_embeddings
+
+    variant = variant_of(params.train, variant_name)
+    train = params.train if variant.epochs is None else dataclasses.replace(params.train, epochs=variant.epochs)
+    frozen = None
+    if variant.side == "query":
+        if base_embeddings is None:
+            raise InputError(f"variant {variant_name!r} trains the query side: it needs --base-embeddings",
+                             field="--base-embeddings")
+        frozen = load_embeddings(base_embeddings)
     get_loss(train.loss)  # an unknown loss fails before the model and data load
     check_negatives_strategy(negatives, variant_name, variant)
     dist_info, device = init_distributed(params.dense.device)
@@ -36,12 +49,18 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     if note and dist_info.main:
         print(f"train: {note}")
     data = training_data(dataset, negatives, train.positives_per_query, fields, train.positives_at_least)
+    if frozen is not None:
+        if set(frozen.doc_ids) != set(dataset.corpus):
+            raise InputError(f"its {len(frozen.doc_ids)} documents are not the {len(dataset.corpus)} of "
+                             f"{dataset.path}", str(base_embeddings), field="--base-embeddings")
+        data = with_frozen_documents(data, frozen)
     encoder = load(params.dense.lock, device, "dense.lock")
     fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)
     if stop_after is not None and checkpoint is None:
         checkpoint = default_checkpoint(model_out)
     options = LoopOptions(variant.temperature, fp, stop_after=stop_after, resume=resume, checkpoint=checkpoint,
-                          validate=validator(dataset, fields, params), dist_info=dist_info, progress=progress)
+                          validate=validator(dataset, fields, params, frozen), dist_info=dist_info,
+                          progress=progress)
     result = fine_tune(encoder, data, train, options)
     if dist_info.main and not result.stopped_early:
         report = {"variant": variant_name, "fingerprint": fp, "steps": result.steps,
@@ -50,22 +69,27 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                   "validation": result.validation, "negatives": str(negatives),
                   "base_model": encoder.source}
         encoder.save(model_out, {"training.json": report})
-        encode_dataset(encoder, dataset, embeddings_out, params.dense, fields)
+        if frozen is None:
+            encode_dataset(encoder, dataset, embeddings_out, params.dense, fields)
+        else:
+            write_embeddings(with_queries_of(encoder, dataset, frozen, params.dense), embeddings_out)
         write_live(live_dir, result)
     end_distributed(dist_info)
     return result
 
 
-def validator(dataset: Dataset, fields: list[str], params: Params) -> Callable[[object], dict] | None:
-    """Score the val queries against the whole corpus with :func:`dense_means` (None: no val query)."""
+def validator(dataset: Dataset, fields: list[str], params: Params, frozen=None) -> Callable[[object], dict] | None:
+    """Score the val queries against the whole corpus with :func:`dense_means` (None: no val query);
+    with ``frozen`` (embeddings), against its documents: only the queries are re-encoded."""
     qrels = {q: j for q, j in dataset.qrels.get("val", {}).items() if any(r > 0 for r in j.values())}
     if not qrels:
         return None
     query_texts = {q: dataset.queries[q].text for q in qrels}
     doc_texts = {d: dataset.corpus[d].content(fields) for d in dataset.corpus}
+    documents = None if frozen is None else (frozen.doc_ids, frozen.doc_embeddings)
     measures = list(params.evaluate.measures)
     return lambda encoder: dense_means(encoder, qrels, query_texts, doc_texts, params.dense,
-                                       params.retrieve.depth, measures)
+                                       params.retrieve.depth, measures, documents)
 
 
 def write_live(live_dir: str | Path, result: TrainResult) -> None:
