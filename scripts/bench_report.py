@@ -312,6 +312,7 @@ SCIFACT_RUNS = {
     "dense-ft-hard": "fine-tuned, mined hard negatives",
     "dense-ft-random": "fine-tuned, random negatives (ablation)",
     "dense-ft-temperature": "fine-tuned, hard negatives, other temperature (ablation)",
+    "dense-ft-query": "fine-tuned query encoder only, against the frozen base documents",
     "fused-rrf": "BM25 + dense-ft-hard, reciprocal rank fusion",
     "fused-weighted": "BM25 + dense-ft-hard, weighted score fusion",
 }
@@ -322,9 +323,13 @@ REFERENCES = [
     Reference("dense", "nDCG@10", "MTEB, all-MiniLM-L6-v2", 0.645, ("within", 0.005)),
     Reference("dense", "AP@10", "MTEB, all-MiniLM-L6-v2 (MAP@10)", 0.596, None),
     Reference("dense", "R@100", "MTEB, all-MiniLM-L6-v2", 0.925, None),
-    Reference("dense-ft-hard", "nDCG@10", "project goal, fine-tuned", None, (">=", 0.73)),
-    Reference("fused-rrf", "nDCG@10", "project goal, fusion", None, (">=", 0.75)),
-    Reference("fused-weighted", "nDCG@10", "project goal, fusion", None, (">=", 0.75)),
+    Reference("dense-ft-hard", "nDCG@10", "project goal, fine-tuned", None, (">=", 0.74)),
+    Reference("dense-ft-query", "nDCG@10", "project goal, fine-tuned", None, (">=", 0.74)),
+    Reference("dense-ft-query", "nDCG@10", "MTEB, bge-small-en-v1.5 zero-shot (a download of the same size)",
+              0.713, None),
+    Reference("dense-ft-query", "nDCG@10", "MTEB, gte-small zero-shot", 0.727, None),
+    Reference("fused-rrf", "nDCG@10", "project goal, fusion", None, (">=", 0.76)),
+    Reference("fused-weighted", "nDCG@10", "project goal, fusion", None, (">=", 0.76)),
 ]
 
 

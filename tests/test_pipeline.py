@@ -35,7 +35,7 @@ from retrieval_lab.reproducibility import EXACT_STAGES, drift
 pytestmark = pytest.mark.slow
 
 RETRIEVERS = ["bm25", "lsa", "dense", "dense-ft-hard", "dense-ft-random", "dense-ft-temperature",
-              "fused-rrf", "fused-weighted"]
+              "dense-ft-query", "fused-rrf", "fused-weighted"]
 
 
 def ran_stages(output: str) -> set[str]:
@@ -147,7 +147,8 @@ def test_a_module_edit_is_seen_by_exactly_the_stages_that_run_it(built):
     assert {"retrieve@bm25", "retrieve@dense", "mine@hard", "fuse@rrf", "evaluate@bm25", "train@hard",
             "compare"} <= by_runs
     assert not by_runs & {"generate", "prepare", "encode"}
-    assert stages_after_editing("training/loop.py") == {"train@hard", "train@random", "train@temperature"}
+    assert stages_after_editing("training/loop.py") == {"train@hard", "train@random", "train@temperature",
+                                                        "train@query"}
     assert "up to date" in sh(["dvc", "status"], built).stdout
 
 
@@ -164,7 +165,7 @@ def test_another_model_lock_is_seen_by_the_dense_stages_only(built):
     finally:
         params_path.write_text(original, encoding="utf-8")
         (built / "models" / "other.lock.json").unlink()
-    assert status == {"encode", "train@hard", "train@random", "train@temperature"}
+    assert status == {"encode", "train@hard", "train@random", "train@temperature", "train@query"}
     assert "up to date" in sh(["dvc", "status"], built).stdout
 
 
