@@ -233,16 +233,21 @@ def main() -> None:
     triples = recipe_pairs(args.data, args.run, args.seed)
     shared = {"data": args.data, "run": args.run, "triples": triples, "seed": args.seed, "overrides": overrides}
     started = time.perf_counter()
-    rows = {name: _bench.isolated(CONTENDERS[name], shared) for name in args.only}
+    rows: dict[str, dict] = {}
+    for name in args.only:  # the JSON is rewritten after each contender: a long run interrupted keeps its rows
+        rows[name] = _bench.isolated(CONTENDERS[name], shared)
+        print(f"{name}: nDCG@10 {rows[name]['nDCG@10']:.4f} ({rows[name]['train_seconds']:.0f} s training)",
+              flush=True)
+        differences = {f"{mine} - {peer}": rows[mine]["nDCG@10"] - rows[peer]["nDCG@10"]
+                       for mine in ("ours", "ours-query") for peer in ("recipe", "mnrl")
+                       if mine in rows and peer in rows}
+        _bench.write_json(args.json, {"pairs": len(triples), "rows": list(rows.values()),
+                                      "ndcg10_differences": differences, "overrides": overrides,
+                                      "args": {k: v for k, v in vars(args).items() if k != "json"}})
     print(_bench.markdown(list(rows.values()), ["contender", "steps", "train_seconds", "nDCG@10", "R@100", "AP@10"]))
-    differences = {f"{mine} - {peer}": rows[mine]["nDCG@10"] - rows[peer]["nDCG@10"]
-                   for mine in ("ours", "ours-query") for peer in ("recipe", "mnrl") if mine in rows and peer in rows}
     for name, value in differences.items():
         print(f"nDCG@10 {name}: {value:+.4f}")
     print(f"{len(triples)} recipe pairs, {time.perf_counter() - started:.0f} s in all")
-    _bench.write_json(args.json, {"pairs": len(triples), "rows": list(rows.values()), "ndcg10_differences": differences,
-                                  "overrides": overrides,
-                                  "args": {k: v for k, v in vars(args).items() if k != "json"}})
 
 
 if __name__ == "__main__":
