@@ -26,3 +26,19 @@ def default_params(folder: Path) -> Path:
     path = folder / "defaults.yaml"
     path.write_text("# every section at its default\n", encoding="utf-8")
     return path
+
+
+def load_script(name: str):
+    """Import ``scripts/<name>.py`` as a module, with scripts/ on sys.path for its ``import _bench``;
+    a generator for a module fixture (yield from it): the path entry is removed afterwards."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        yield module
+    finally:
+        sys.path.remove(str(REPO / "scripts"))

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import random
 import re
 import shlex
-import sys
 
 import pytest
 import torch
-from beir_fixtures import REPO, write_beir
+from beir_fixtures import REPO, load_script, write_beir
 
 from retrieval_lab.losses import get_loss
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(REPO / "scripts"))  # for its `import _bench`
-    spec = importlib.util.spec_from_file_location("bench_finetune", REPO / "scripts" / "bench_finetune.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(REPO / "scripts"))
+    yield from load_script("bench_finetune")
 
 
 def test_recipe_pairs_follow_the_recipe_by_hand(bench, tmp_path):

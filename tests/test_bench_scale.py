@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from beir_fixtures import REPO
+from beir_fixtures import load_script
 
 from retrieval_lab.core.data import load_dataset
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(REPO / "scripts"))  # for its `import _bench`
-    spec = importlib.util.spec_from_file_location("bench_scale", REPO / "scripts" / "bench_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(REPO / "scripts"))
+    yield from load_script("bench_scale")
 
 
 def test_growth_exponents(bench):

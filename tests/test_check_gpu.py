@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
-from beir_fixtures import REPO, write_beir
+from beir_fixtures import load_script, write_beir
 
 TOPICS = ["vpn drops after sleep", "printer offline on wifi", "outlook search empty", "disk full on laptop",
           "badge reader rejects card", "teams camera black", "password expired on mac", "monitor flickers"]
@@ -15,12 +13,7 @@ TOPICS = ["vpn drops after sleep", "printer offline on wifi", "outlook search em
 
 @pytest.fixture(scope="module")
 def check_gpu():
-    sys.path.insert(0, str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location("check_gpu", REPO / "scripts" / "check_gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    yield module
-    sys.path.remove(str(REPO / "scripts"))
+    yield from load_script("check_gpu")
 
 
 def _beir(root):
