@@ -198,6 +198,8 @@ def ours(args: dict, variant_name: str = "hard") -> dict:
     dataset = load_dataset(args["data"])
     variant = params.train.variants[variant_name]
     train = params.train if variant.epochs is None else dataclasses.replace(params.train, epochs=variant.epochs)
+    # a fixed number of epochs, as the recipes it is set against: the raw collection has no val split
+    train = dataclasses.replace(train, select="last", patience=None)
     records = mine(read_run(args["run"]), dataset, params.mine, variant.negatives)
     data = training_data(dataset, records, train.positives_per_query, FIELDS, train.positives_at_least)
     documents = None

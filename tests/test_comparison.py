@@ -114,10 +114,6 @@ def test_compare_command(tmp_path, capsys):
     assert run_command("compare", argv_runs[:4] + ["c"] + argv_runs[4:]) == 0 and out.is_file()
 
 
-def test_markdown_refuses_a_compare_json_from_before_the_rule():
-    old = {"measure": "nDCG@10", "ci_level": 0.95, "pairs": {}}
-    with pytest.raises(InputError, match="before simultaneous intervals: rerun the compare stage"):
-        to_markdown(old)
 
 
 def test_property_every_verdict_agrees_with_its_adjusted_p():
@@ -134,3 +130,43 @@ def test_property_every_verdict_agrees_with_its_adjusted_p():
             significant = row["verdict"] != "no significant difference"
             assert (row["p_adjusted"] <= 1 - level) == significant, (case, row)
             assert significant == (row["ci_low"] > 0 or row["ci_high"] < 0)
+
+
+def test_strata_join_the_family_when_both_hold_queries(tmp_path):
+    root = write_reports(tmp_path / "reports")
+    for name in ("a", "b", "c"):  # q0..q2 seen (a relevant document is a training positive), q3..q7 unseen
+        path = root / name / "per_query.json"
+        data = json.loads(path.read_text())
+        for qid, entry in data["queries"].items():
+            entry["seen"] = int(qid[1:]) < 3
+        path.write_text(json.dumps(data))
+    result = compare(root, [["a", "b"], ["a", "c"]], "nDCG@10", permutations=2000, seed=5)
+    ab = result["pairs"]["a vs b"]
+    # 2 pairs x (all, seen, unseen): one family of 6, each interval at 1 - 0.05 / 6
+    assert result["family_size"] == 6 and result["level"] == pytest.approx(1 - 0.05 / 6)
+    # D_AB seen q0..q2: 2, 1, 3 -> mean 6/3/16 = 0.125; unseen q3..q7: 1, 2, 2, 1, 0 -> 6/5/16 = 0.075
+    assert ab["strata"]["seen"]["queries"] == 3 and ab["strata"]["unseen"]["queries"] == 5
+    assert ab["strata"]["seen"]["mean_difference"] == pytest.approx(6 / 3 / 16)
+    assert ab["strata"]["unseen"]["mean_difference"] == pytest.approx(6 / 5 / 16)
+    assert ab["mean_difference"] == pytest.approx(12 / 8 / 16)
+    # the stratum row is the same paired test as the pair restricted to those queries, in the family of 6
+    (alone,) = [r for r in compare_family([({f"q{i}": A[i] / 16 for i in range(3, 8)},
+                                            {f"q{i}": (A[i] + D_AB[i]) / 16 for i in range(3, 8)})] * 6,
+                                          0.95, 2000, 5)[:1]]
+    assert (ab["strata"]["unseen"]["ci_low"], ab["strata"]["unseen"]["ci_high"]) == (alone["ci_low"],
+                                                                                      alone["ci_high"])
+    text = to_markdown(result)
+    assert "| a | b | 3 seen | " in text and "| a | b | 5 unseen | " in text and "*unseen* otherwise" in text
+
+
+def test_strata_with_one_empty_side_add_nothing(tmp_path):
+    root = write_reports(tmp_path / "reports")
+    for name in ("a", "b"):  # every query unseen (the support corpus: whole families held out)
+        path = root / name / "per_query.json"
+        data = json.loads(path.read_text())
+        for entry in data["queries"].values():
+            entry["seen"] = False
+        path.write_text(json.dumps(data))
+    result = compare(root, [["a", "b"]], "nDCG@10", permutations=2000, seed=5)
+    assert result["family_size"] == 1 and "strata" not in result["pairs"]["a vs b"]
+    assert "*unseen*" not in to_markdown(result)

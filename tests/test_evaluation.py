@@ -64,7 +64,10 @@ def test_evaluate_stage_writes_hand_checked_numbers(tiny, tmp_path):
     assert per_query["queries"]["q2"] == {
         "measures": pytest.approx({"R@1": 0.0, "R@3": 0.5, "RR": 1 / 3,
                                    "nDCG@3": 0.5 / (2 + 1 / math.log2(3)), "Judged@2": 0.0}),
-        "first_positive_rank": 3, "positive_ranks": {"d4": 3, "d3": None}}
+        "first_positive_rank": 3, "positive_ranks": {"d4": 3, "d3": None}, "seen": False}
+    # no qrels/train.tsv: no document is a training positive, so every query is unseen
+    assert (out["seen"], out["unseen"]) == ({"queries": 0}, {"queries": 3})
+    assert out["strata_note"] == "every evaluated query is unseen: no relevant document is a training positive"
     assert (rep / "recall_curve.csv").read_text().splitlines() == [
         "k,recall", "1,0.0", f"2,{1 / 3!r}", "3,0.5"]  # q1 found at 2, q2 half at 3
     assert (rep / "first_positive_ranks.csv").read_text().splitlines() == ["query,rank", "q1,2", "q2,3", "q4,4"]
@@ -165,3 +168,27 @@ def test_scifact_qrels_against_trec_eval(scifact_dir):
                             ("RR", "recip_rank")]:
         for qid in qrels:
             assert ours.per_query[qid][name] == pytest.approx(trec[qid][trec_name], abs=1e-12)
+
+
+def test_strata_split_seen_from_unseen_queries_with_test_qrels_outside_the_dataset(tmp_path, capsys):
+    # The prepared folder holds train qrels only; the test qrels come from a held-out file.
+    # q5 is a training query with positive d1, so q1 (relevant d1) is seen; q2 and q4 are unseen.
+    queries = QUERIES + [{"_id": "q5", "text": "router password"}]
+    dataset = write_beir(tmp_path / "ds", CORPUS, queries, {"train": [("q5", "d1", 1), ("q5", "d3", 0)]})
+    heldout = write_beir(tmp_path / "held", CORPUS, queries, {"test": QRELS}) / "qrels" / "test.tsv"
+    run_path = tmp_path / "sys.trec"
+    write_run(run_path, RUN, tag="sys")
+    argv = ["--dataset", str(dataset), "--qrels", str(heldout), "--run", str(run_path), "--metrics",
+            str(tmp_path / "m.json"), "--reports", str(tmp_path / "rep"), "--set",
+            "evaluate.measures=[RR, R@3]", "--set", "retrieve.depth=3"]
+    assert run_command("evaluate", argv) == 0
+    out = json.loads((tmp_path / "m.json").read_text())
+    # RR: q1 1/2, q2 1/3, q4 0 (absent); d3 judged 0 for q5 is not a training positive, so q2 stays unseen
+    assert out["RR"] == pytest.approx((1 / 2 + 1 / 3) / 3)
+    assert out["seen"] == pytest.approx({"queries": 1, "RR": 1 / 2, "R@3": 1.0, "Judged@10": 2 / 10})
+    assert out["unseen"] == pytest.approx({"queries": 2, "RR": (1 / 3 + 0) / 2, "R@3": (1 / 2 + 0) / 2,
+                                           "Judged@10": (1 / 10 + 0) / 2})
+    assert "strata_note" not in out
+    per_query = json.loads((tmp_path / "rep" / "per_query.json").read_text())["queries"]
+    assert {q: e["seen"] for q, e in per_query.items()} == {"q1": True, "q2": False, "q4": False}
+    assert "strata: seen (1 queries) RR 0.5000; unseen (2 queries) RR 0.1667" in capsys.readouterr().out

@@ -12,7 +12,7 @@ from beir_fixtures import default_params, write_beir
 
 from retrieval_lab import mining
 from retrieval_lab.commands import mine as mine_command
-from retrieval_lab.core.config import MineParams
+from retrieval_lab.core.config import MineParams, PrepareParams
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.mining import (
@@ -24,19 +24,20 @@ from retrieval_lab.mining import (
     mining_pool,
     read_negatives,
 )
+from retrieval_lab.prepare import prepare
 from retrieval_lab.runs import write_run
 
-# Families: fa = train, fb = test, fc = val. g* have no family.
+# Families: fa = train, fb = test, fc = val. g* have no family. A prepared folder holds no test qrels
+# (prepare writes them to the held-out folder): qb is in queries.jsonl, but nothing says what is relevant to it.
 DOCS = [("a1", "fa"), ("a2", "fa"), ("a3", "fa"), ("b1", "fb"), ("b2", "fb"), ("c1", "fc")] + \
        [(f"g{i}", None) for i in range(1, 7)]
 QUERIES = [("qa", "fa"), ("qa2", "fa"), ("qb", "fb"), ("qc", "fc")]
 QRELS = {
     "train": [("qa", "a1", 1), ("qa", "a2", 1), ("qa", "g1", 0), ("qa2", "a3", 1)],
-    "test": [("qb", "b1", 1)],
     "val": [("qc", "c1", 1)],
     "extra": [("qa", "g2", 2)],  # a positive of qa annotated outside train: still never a negative
 }
-# qa's run: b1 (test positive), b2 (test family) and c1 (val positive) are not in the pool.
+# qa's run: b1 and b2 (test family: qb is not a training query) and c1 (val positive) are not in the pool.
 QA_RUN = {"b1": 0.99, "b2": 0.98, "g1": 0.95, "a1": 0.9, "g2": 0.85, "a2": 0.8, "g3": 0.7, "c1": 0.65,
           "g4": 0.6, "a3": 0.5, "g5": 0.4}
 # pool ranks:  g1 1, a1 2, g2 3, a2 4, g3 5, g4 6, a3 7, g5 8   (g6 unretrieved)
@@ -47,7 +48,7 @@ def _dataset(tmp_path, mode="family"):
               for d, f in DOCS]
     queries = [{"_id": q, "text": f"query {q}", "metadata": {"family": f}} for q, f in QUERIES]
     root = write_beir(tmp_path / "prepared", corpus, queries, QRELS)
-    (root / "split_audit.json").write_text(json.dumps({"mode": mode}), encoding="utf-8")
+    (root / "split.json").write_text(json.dumps({"mode": mode}), encoding="utf-8")
     return load_dataset(root)
 
 
@@ -62,11 +63,11 @@ def _negatives(records, qid="qa"):
 def test_pool_excludes_heldout_families_and_heldout_positives(tmp_path):
     pool = mining_pool(_dataset(tmp_path))
     assert pool.documents == {"a1", "a2", "a3", "g1", "g2", "g3", "g4", "g5", "g6"}
-    assert pool.excluded == {"b1": "relevant to test query 'qb'", "b2": "in held-out family 'fb'",
+    assert pool.excluded == {"b1": "in held-out family 'fb'", "b2": "in held-out family 'fb'",
                              "c1": "relevant to val query 'qc'"}
-    # A given split (SciFact) has no family rule, but held-out positives still stay out.
+    # A given split (SciFact) has no family rule: val positives stay out; test labels are out of reach.
     pool = mining_pool(_dataset(tmp_path / "given", mode="given"))
-    assert pool.documents == {"a1", "a2", "a3", "b2", "g1", "g2", "g3", "g4", "g5", "g6"}
+    assert pool.documents == {"a1", "a2", "a3", "b1", "b2", "g1", "g2", "g3", "g4", "g5", "g6"}
 
 
 def test_hard_ranks_skip_positives_and_heldout_documents(tmp_path):
@@ -127,7 +128,7 @@ def test_random_is_seeded(tmp_path):
 @pytest.mark.parametrize("planted, problem", [
     ("a1", "annotated positive of this query"),
     ("g2", "annotated positive of this query"),
-    ("b1", "outside the mining pool (relevant to test query 'qb')"),
+    ("b1", "outside the mining pool (in held-out family 'fb')"),
     ("b2", "outside the mining pool (in held-out family 'fb')"),
     ("zz", "unknown document"),
 ])
@@ -197,22 +198,25 @@ def test_read_negatives_names_line_and_field(tmp_path):
 
 
 @pytest.mark.scifact
-def test_scifact_test_positives_planted_at_the_top_are_never_mined(scifact_dir):
-    # SciFact shares one corpus between splits: a test query's relevant document must not become a
+def test_scifact_val_positives_planted_at_the_top_are_never_mined(scifact_dir, tmp_path):
+    # SciFact shares one corpus between splits: a val query's relevant document must not become a
     # training negative even when the run ranks it first for every training query.
-    dataset = load_dataset(scifact_dir)
-    test_docs = sorted({d for judged in dataset.qrels["test"].values() for d, r in judged.items() if r > 0})
-    others = sorted(set(dataset.corpus) - set(test_docs))
+    prepare(scifact_dir, tmp_path / "prepared", tmp_path / "heldout", PrepareParams())
+    dataset = load_dataset(tmp_path / "prepared")
+    assert sorted(dataset.qrels) == ["train", "val"]
+    val_docs = sorted({d for judged in dataset.qrels["val"].values() for d, r in judged.items() if r > 0})
+    others = sorted(set(dataset.corpus) - set(val_docs))
     run = {}
     for k, qid in enumerate(sorted(dataset.qrels["train"])):
-        planted = {d: 100.0 - i for i, d in enumerate(test_docs[k % 50:k % 50 + 20])}  # ranks 1..20
+        planted = {d: 100.0 - i for i, d in enumerate(val_docs[k % 50:k % 50 + 20])}  # ranks 1..20
         run[qid] = {**planted, **{d: 10.0 - i / 100 for i, d in enumerate(others[k:k + 30])}}
     params = MineParams(seed=0, count=2, range_min=1, range_max=13)
     records = mine(run, dataset, params, "hard")
     mined = {n["id"] for r in records for n in r["negatives"]}
-    assert mined and not mined & set(test_docs)
+    assert mined and not mined & set(val_docs)
     audit = audit_negatives(records, dataset, params.count)
-    assert audit["passed"] and audit["pool"]["excluded"] == len(test_docs)
+    empty = sum(not doc.content() for d, doc in dataset.corpus.items() if d not in val_docs)
+    assert audit["passed"] and audit["pool"]["excluded"] == len(val_docs) + empty
     assert audit["queries"] == sum(1 for j in dataset.qrels["train"].values() if any(r > 0 for r in j.values()))
     # the pool ranks start after the planted documents: rank 1 is the first non-test document
     assert min(n["rank"] for r in records for n in r["negatives"]) == 1

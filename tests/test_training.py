@@ -79,7 +79,7 @@ def toy(tmp_path):
     return dataset_dir, negatives, data
 
 
-TINY = TrainParams(seed=3, max_steps=4, batch_size=2, lr=1e-3, max_seq_length=16)
+TINY = TrainParams(seed=3, max_steps=4, batch_size=2, lr=1e-3, max_seq_length=16, select="last")
 VARIANT = TrainVariant("hard", 0.05)
 
 
@@ -171,7 +171,7 @@ def test_train_stage_outputs_and_stop_resume(toy, tmp_path):
     yaml_params = tmp_path / "params.yaml"
     yaml_params.write_text(
         f"dense: {{lock: '{model_dir}', batch_size: 8, max_seq_length: 16}}\n"
-        "train: {seed: 3, epochs: 2, batch_size: 2, lr: 1.0e-3, max_seq_length: 16}\n"
+        "train: {seed: 3, epochs: 2, batch_size: 2, lr: 1.0e-3, max_seq_length: 16, select: last}\n"
         "evaluate: {measures: [nDCG@10, R@10]}\n")
     args = ["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
             "--model-out", str(tmp_path / "m2"), "--embeddings-out", str(tmp_path / "e2"),
@@ -407,7 +407,8 @@ def test_the_positives_rule_keeps_its_one_value_fingerprint():
     data = training.TrainingData([], {}, {}, {})
     train = fingerprint("x", TrainParams(epochs=3), "hard", VARIANT, data)["train"]
     assert list(train) == ["seed", "epochs", "max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay",
-                           "max_grad_norm", "max_seq_length", "positives_per_query"]
+                           "max_grad_norm", "max_seq_length", "positives_per_query", "select", "select_measure",
+                           "patience"]
     assert train["positives_per_query"] == 2
     at_least = TrainParams(positives_per_query=1, positives_at_least=True)
     assert fingerprint("x", at_least, "hard", VARIANT, data)["train"]["positives_per_query"] == "at least 1"
@@ -436,7 +437,7 @@ def test_constant_schedule_trains_at_lr_every_step(toy):
     _, _, data = toy
     encoder = tiny_encoder()
     params = TrainParams(seed=3, epochs=1, batch_size=2, lr=1e-3, schedule="constant", warmup_ratio=0.0,
-                         max_seq_length=16)
+                         max_seq_length=16, select="last")
     result = fine_tune(encoder, data, params, LoopOptions(0.05, {}, progress=False))
     assert [h["lr"] for h in result.history] == [1e-3] * result.steps and result.steps >= 2
 
@@ -472,3 +473,63 @@ def test_train_loss_chooses_from_the_losses_registry(toy, monkeypatch):
     with pytest.raises(InputError) as info:
         fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, loss="infonce"), LoopOptions(0.05, fp))
     assert info.value.field == "train.loss" and "choices: multi_positive_nce, spy" in str(info.value)
+
+
+def _scripted(values: list[float]):
+    """A validate callable that reports ``values`` in turn as nDCG@10 (no encoding, no random draw)."""
+    calls = iter(values)
+    return lambda encoder: {"nDCG@10": next(calls)}
+
+
+def _weights(encoder) -> dict:
+    return {k: v.clone() for k, v in encoder.model.state_dict().items()}
+
+
+def test_select_best_returns_the_weights_of_the_best_validation(toy, tmp_path):
+    _, _, data = toy
+    constant = dataclasses.replace(TINY, schedule="constant", warmup_ratio=0.0, validate_every=2)
+    best = tiny_encoder()
+    # validations at steps 0, 2 and 4 (the last): the best, 0.7, is at step 2
+    result = fine_tune(best, data, dataclasses.replace(constant, select="best"),
+                       LoopOptions(0.05, {}, validate=_scripted([0.5, 0.7, 0.6]), progress=False))
+    assert result.steps == 4 and result.selected_step == 2
+    assert [v["step"] for v in result.validation] == [0, 2, 4]
+    # a constant lr makes the first 2 steps of a 4-step run those of a 2-step run: same weights, bit for bit
+    two = tiny_encoder()
+    fine_tune(two, data, dataclasses.replace(constant, max_steps=2), LoopOptions(0.05, {}, progress=False))
+    assert all(torch.equal(a, b) for a, b in zip(_weights(best).values(), _weights(two).values()))
+    last = tiny_encoder()
+    result = fine_tune(last, data, constant, LoopOptions(0.05, {}, validate=_scripted([0.5, 0.7, 0.6]),
+                                                          progress=False))
+    assert result.selected_step is None
+    assert not all(torch.equal(a, b) for a, b in zip(_weights(best).values(), _weights(last).values()))
+    # stopped at step 2 and resumed: the checkpoint carries the best weights and score so far
+    state = tmp_path / "state.pt"
+    options = LoopOptions(0.05, {}, validate=_scripted([0.5, 0.7]), stop_after=2, checkpoint=state, progress=False)
+    fine_tune(tiny_encoder(), data, dataclasses.replace(constant, select="best"), options)
+    resumed = tiny_encoder()
+    result = fine_tune(resumed, data, dataclasses.replace(constant, select="best"),
+                       LoopOptions(0.05, {}, validate=_scripted([0.6]), resume=state, progress=False))
+    assert result.selected_step == 2
+    assert all(torch.equal(a, b) for a, b in zip(_weights(best).values(), _weights(resumed).values()))
+
+
+def test_patience_stops_and_keeps_the_base_model_when_nothing_beats_it(toy):
+    _, _, data = toy
+    params = dataclasses.replace(TINY, max_steps=6, validate_every=1, select="best", patience=2)
+    encoder = tiny_encoder()
+    before = _weights(encoder)
+    # step 0 scores 0.5; steps 1 and 2 score 0.4 and 0.45: two without improvement -> stop after step 2
+    result = fine_tune(encoder, data, params, LoopOptions(0.05, {}, validate=_scripted([0.5, 0.4, 0.45, 0.9]),
+                                                          progress=False))
+    assert (result.steps, result.patience_stop, result.selected_step) == (2, True, 0)
+    assert all(torch.equal(before[k], v) for k, v in _weights(encoder).items())
+
+
+def test_select_best_without_a_val_split_fails_closed(toy):
+    _, _, data = toy
+    with pytest.raises(InputError, match="train.select.*no val query"):
+        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, select="best"), LoopOptions(0.05, {}, progress=False))
+    with pytest.raises(InputError, match="'P@5' is not among the validation measures"):
+        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, select_measure="P@5"),
+                  LoopOptions(0.05, {}, validate=_scripted([0.5]), progress=False))

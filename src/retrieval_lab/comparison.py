@@ -47,12 +47,6 @@ def values_of(entries: dict, measure: str, source: str) -> dict[str, float]:
     return values
 
 
-def read_per_query(path: Path, measure: str) -> dict[str, float]:
-    if not path.exists():
-        raise InputError("file not found (run the evaluate stage for this run first)", str(path))
-    return per_query_values(path.read_text(encoding="utf-8"), measure, str(path))
-
-
 def verdict(low: float, high: float, better: str = "candidate", worse: str = "baseline") -> str:
     if low > 0:
         return f"{better} better"
@@ -96,9 +90,26 @@ def family_header(family_size: int, family_level: float, permutations: int, seed
             "power": stats.POWER}
 
 
+def _read_entries(path: Path) -> dict[str, dict]:
+    if not path.exists():
+        raise InputError("file not found (run the evaluate stage for this run first)", str(path))
+    return per_query_measures(path.read_text(encoding="utf-8"), str(path))
+
+
+def _strata(entries: dict[str, dict]) -> dict[str, bool] | None:
+    """query id -> seen (a relevant document is a training positive), or None when the file has no strata."""
+    flags = {q: e.get("seen") for q, e in entries.items()}
+    return None if any(not isinstance(v, bool) for v in flags.values()) else flags
+
+
 def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, family_level: float = 0.95,
             permutations: int = 10000, seed: int = 0, runs: list[str] | None = None) -> dict:
     """Compare every pair on ``measure`` over the queries both runs were evaluated on, as one family.
+
+    When the shared queries fall in both strata (seen: a relevant document is a training
+    positive; unseen: none is), each pair is also compared on each stratum, and those rows
+    join the family: what fine-tuning gains on documents it never saw is judged under the
+    same simultaneous rule as the overall difference.
 
     ``runs``: the only run names a pair may use (the stage's declared dependencies), so that a
     pair added to params.yaml cannot read a report DVC does not track for this stage.
@@ -106,6 +117,7 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
     parse_measure(measure)
     root = Path(reports_root)
     cache: dict[str, dict[str, float]] = {}
+    strata: dict[str, dict[str, bool] | None] = {}
     for i, pair in enumerate(pairs):
         if len(pair) != 2:
             raise InputError(f"expected [baseline, candidate], got {pair!r}", field=f"compare.pairs[{i}]")
@@ -115,14 +127,34 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
                                  f"its per_query.json to the compare stage's deps and --runs in dvc.yaml",
                                  field=f"compare.pairs[{i}]")
             if name not in cache:
-                cache[name] = read_per_query(root / name / "per_query.json", measure)
-    rows = compare_family([(cache[a], cache[b]) for a, b in pairs], family_level, permutations, seed)
-    for i, (pair, row) in enumerate(zip(pairs, rows)):
+                path = root / name / "per_query.json"
+                entries = _read_entries(path)
+                cache[name] = values_of(entries, measure, str(path))
+                strata[name] = _strata(entries)
+    items, where = [], []  # (baseline, candidate) values; (pair index, stratum or None)
+    for i, (a, b) in enumerate(pairs):
+        items.append((cache[a], cache[b]))
+        where.append((i, None))
+        if strata[a] is None or strata[b] is None:
+            continue
+        shared = set(cache[a]) & set(cache[b])
+        members = {name: {q for q in shared if strata[a][q] is flag and strata[b][q] is flag}
+                   for name, flag in (("seen", True), ("unseen", False))}
+        if all(members.values()):  # a stratum that is empty (or the whole) adds nothing
+            for name, ids in members.items():
+                items.append(({q: cache[a][q] for q in ids}, {q: cache[b][q] for q in ids}))
+                where.append((i, name))
+    rows = compare_family(items, family_level, permutations, seed)
+    out: dict[str, dict] = {}
+    for (i, stratum), row in zip(where, rows):
+        a, b = pairs[i]
         if row is None:
-            raise InputError(f"{pair[0]} and {pair[1]} share no evaluated query", str(root),
-                             field=f"compare.pairs[{i}]")
-    return {"measure": measure, **family_header(len(rows), family_level, permutations, seed),
-            "pairs": {f"{a} vs {b}": {"baseline": a, "candidate": b, **row} for (a, b), row in zip(pairs, rows)}}
+            raise InputError(f"{a} and {b} share no evaluated query", str(root), field=f"compare.pairs[{i}]")
+        if stratum is None:
+            out[f"{a} vs {b}"] = {"baseline": a, "candidate": b, **row}
+        else:
+            out[f"{a} vs {b}"].setdefault("strata", {})[stratum] = row
+    return {"measure": measure, **family_header(len(rows), family_level, permutations, seed), "pairs": out}
 
 
 def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, float]:
@@ -172,19 +204,31 @@ def rough_tail_note(rows, header: dict) -> list[str]:
     return notes
 
 
+def _pair_rows(result: dict):
+    """(baseline, candidate, stratum label, row) for every comparison of a compare result, in family order."""
+    for r in result["pairs"].values():
+        yield r["baseline"], r["candidate"], "all", r
+        for stratum, row in r.get("strata", {}).items():
+            yield r["baseline"], r["candidate"], stratum, row
+
+
 def to_markdown(result: dict) -> str:
-    if "family_size" not in result:  # written before the one rule: its p and intervals may disagree
-        raise InputError("a compare.json from before simultaneous intervals: rerun the compare stage",
-                         field="family_size")
     m, level = result["measure"], result["family_level"]
+    rows = list(_pair_rows(result))
+    stratified = any(stratum != "all" for _, _, stratum, _ in rows)
     lines = [f"# Paired comparison on {m}", "",
              ("Difference = candidate - baseline over the queries both were evaluated on; "
-              + rule_sentence(result, "comparisons below")), "",
-             (f"| baseline | candidate | queries | baseline {m} | candidate {m} | difference | "
-              f"{level:.0%} simultaneous interval | p ({result['adjustment']}) | MDE | win/tie/loss | verdict |"),
-             "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
-    for r in result["pairs"].values():
-        lines.append(f"| {r['baseline']} | {r['candidate']} | {r['queries']} | {r['baseline_mean']:.4f} | "
+              + rule_sentence(result, "comparisons below")), ""]
+    if stratified:
+        lines += ["Queries: *seen* when one of its relevant documents is a positive of a training query, "
+                  "*unseen* otherwise; the unseen rows say what fine-tuning carries over to documents it "
+                  "never saw.", ""]
+    lines += [(f"| baseline | candidate | queries | baseline {m} | candidate {m} | difference | "
+               f"{level:.0%} simultaneous interval | p ({result['adjustment']}) | MDE | win/tie/loss | verdict |"),
+              "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
+    for a, b, stratum, r in rows:
+        queries = f"{r['queries']}" if stratum == "all" else f"{r['queries']} {stratum}"
+        lines.append(f"| {a} | {b} | {queries} | {r['baseline_mean']:.4f} | "
                      f"{r['candidate_mean']:.4f} | {r['mean_difference']:+.4f} | "
                      f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
                      f"{format_p(r)} | "
@@ -193,7 +237,7 @@ def to_markdown(result: dict) -> str:
         if r["queries_only_in_one"]:
             lines.append(f"\nNote: {r['queries_only_in_one']} queries were evaluated for only one of "
                          f"{r['baseline']} and {r['candidate']} and are left out of that pair.")
-    lines += rough_tail_note(result["pairs"].values(), result)
+    lines += rough_tail_note([r for *_, r in rows], result)
     return "\n".join(lines) + "\n"
 
 

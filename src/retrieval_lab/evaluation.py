@@ -11,6 +11,13 @@ e.g. fusion.json, so files are replaced one by one, never the folder):
 ``reports/diagnosis.json|.md``    failure classes of queries without a positive in the top diagnose_k
 
 ``depth`` is the larger of ``retrieve.depth`` and the longest ranking in the run.
+
+Strata: a judged query is *seen* when one of its relevant documents is a positive of a
+training query (the dataset's ``qrels/train.tsv``), *unseen* otherwise. A fine-tuned
+model can learn where the training targets are; only the unseen stratum says what it
+learned about documents it never saw. Both strata's means are written when both hold
+queries; when one is empty its count is 0 and a note says why (the support corpus holds
+out whole families, so all of its test queries are unseen).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from pathlib import Path
 from . import metrics
 from .core.atomic import write_json, write_text
 from .core.config import Params
-from .core.data import empty_documents_note, load_dataset
+from .core.data import Qrels, empty_documents_note, load_dataset, positives, read_qrels
 from .core.errors import InputError
 from .diagnosis import diagnose, to_markdown
 from .runs import read_run
@@ -59,13 +66,52 @@ def first_positive_histogram(first: dict[str, int | None]) -> list[tuple[str, in
     return list(counts.items())
 
 
+STRATA = ("seen", "unseen")
+
+
+def seen_queries(qrels: Qrels, train: Qrels) -> set[str]:
+    """Queries of ``qrels`` with a relevant document that is a positive of a ``train`` query."""
+    trained = {d for judged in train.values() for d in positives(judged)}
+    return {q for q, judged in qrels.items() if positives(judged) & trained}
+
+
+def strata_means(qrels: Qrels, run: dict, train: Qrels, measures: list[str]) -> dict:
+    """``{"seen": {"queries": n, measure: mean, ...}, "unseen": {...}}``, means only when both strata hold
+    evaluated queries (otherwise the one stratum is the whole and ``strata_note`` says so)."""
+    seen = seen_queries(qrels, train)
+    evaluated = {q for q, judged in qrels.items() if positives(judged)}
+    members = {"seen": sorted(evaluated & seen), "unseen": sorted(evaluated - seen)}
+    out: dict = {name: {"queries": len(ids)} for name, ids in members.items()}
+    if all(members.values()):
+        for name, ids in members.items():
+            out[name].update(metrics.measure_run({q: qrels[q] for q in ids}, run, measures).means)
+    else:
+        empty = next(name for name, ids in members.items() if not ids)
+        out["strata_note"] = (f"every evaluated query is {'unseen' if empty == 'seen' else 'seen'}: "
+                       + ("no relevant document is a training positive" if empty == "seen"
+                          else "each has a relevant document that is a training positive"))
+    return out
+
+
 def _csv(header: str, rows) -> str:
     return header + "\n" + "".join(",".join(str(v) for v in row) + "\n" for row in rows)
 
 
+def _load(dataset: str | Path, split: str, qrels_path: str | Path | None):
+    """The dataset (with its train qrels when it has them) and the qrels to evaluate on, with their path."""
+    has_train = any((Path(dataset) / "qrels" / name).exists() for name in ("train.tsv", "train.tsv.gz"))
+    if qrels_path is None:
+        data = load_dataset(dataset, list(dict.fromkeys([split] + (["train"] if has_train else []))))
+        return data, data.qrels[split], Path(dataset) / "qrels" / f"{split}.tsv"
+    data = load_dataset(dataset, ["train"] if has_train else [])
+    return data, read_qrels(qrels_path, data.queries, data.corpus), Path(qrels_path)
+
+
 def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metrics_path: str | Path,
-                 reports: str | Path, params: Params, log: Callable[[str], None] = print) -> dict:
-    """Evaluate ``run_path`` on ``dataset``'s ``split``; write metrics and reports; return the metrics dict.
+                   reports: str | Path, params: Params, log: Callable[[str], None] = print,
+                   qrels_path: str | Path | None = None) -> dict:
+    """Evaluate ``run_path`` on ``dataset``'s ``split`` (its qrels from ``qrels_path`` when given: the
+    held-out test qrels live outside the prepared folder); write metrics and reports; return the metrics.
 
     ``log`` receives what is reported but not written (documents with no text).
     """
@@ -73,10 +119,9 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
 
     cfg = params.evaluate
     tokenizer = Tokenizer(params.tokenizer)  # fails on bad params before any work
-    data = load_dataset(dataset, [split])
-    qrels = data.qrels[split]
+    data, qrels, source = _load(dataset, split, qrels_path)
     run = read_run(run_path)
-    check_overlap(qrels, run, run_path, Path(dataset) / "qrels" / f"{split}.tsv")
+    check_overlap(qrels, run, run_path, source)
 
     judged = judged_measures(cfg.measures, cfg.diagnose_k)
     measures = list(dict.fromkeys(cfg.measures + judged))
@@ -90,7 +135,10 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
                          lambda d: data.corpus[d].content(fields), tokenizer.tokenize, k=cfg.diagnose_k)
 
     reports = Path(reports)
-    per_query = {qid: {"measures": values, "first_positive_rank": first[qid], "positive_ranks": ranks[qid]}
+    train = data.qrels.get("train", {})
+    seen = seen_queries(qrels, train)
+    per_query = {qid: {"measures": values, "first_positive_rank": first[qid], "positive_ranks": ranks[qid],
+                       "seen": qid in seen}
                  for qid, values in result.per_query.items()}
     write_json(reports / "per_query.json", {"split": split, "run": str(run_path), "depth": depth,
                                             "queries": per_query})
@@ -116,6 +164,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
         "not_found_rank": depth + 1,
         "judged_warning": lowest_judged < cfg.judged_threshold,
         "failures_diagnosed": diagnosis["summary"]["diagnosed"],
+        **strata_means(qrels, run, train, measures),
     }
     write_json(metrics_path, out)
     note = empty_documents_note(data.corpus, fields,

@@ -11,10 +11,12 @@ any split), and picks negatives by strategy:
   positive score; ``count`` of them drawn uniformly with a per-query seed.
 * ``random``: ``count`` documents drawn uniformly from the whole pool.
 
-The pool leaves out documents that would leak evaluation data into training:
-those relevant to any val/test query (SciFact shares one corpus between splits)
-and, for a family split, every document of a val/test family; and documents with
-no text (an empty negative teaches nothing).
+The pool leaves out documents that would leak validation data into training:
+those relevant to any val query (SciFact shares one corpus between splits) and,
+for a family split, every document of a family with no training query (val and
+test families alike: a query's family is in queries.jsonl, no label is needed);
+and documents with no text (an empty negative teaches nothing). The test qrels are
+not in the prepared folder at all: mining cannot read them.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ from pathlib import Path
 
 from .core.atomic import atomic_path, write_json
 from .core.config import MineParams
-from .core.data import Dataset, json_objects, positives
+from .core.data import SPLIT_FILE, Dataset, json_objects, positives
 from .core.errors import InputError
 from .runs import Run, ranked
 
-HELDOUT_SPLITS = ("val", "test")
+HELDOUT_SPLITS = ("val",)  # the test qrels live outside the prepared folder
 NEGATIVES_FILE = "negatives.jsonl"
 AUDIT_FILE = "mining-audit.json"
 
@@ -59,27 +61,27 @@ class Pool:
 
 
 def split_mode(dataset: Dataset) -> str:
-    """``family`` or ``given`` from the prepared dataset's split_audit.json (``unknown`` without one)."""
-    path = Path(dataset.path) / "split_audit.json"
+    """``family`` or ``given`` from the prepared dataset's split.json (``unknown`` without one)."""
+    path = Path(dataset.path) / SPLIT_FILE
     if not path.exists():
         return "unknown"
     try:
         mode = json.loads(path.read_text(encoding="utf-8")).get("mode")
-    except (json.JSONDecodeError, AttributeError) as exc:
-        raise InputError(f"unreadable split audit ({exc})", str(path)) from None
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
+        raise InputError(f"unreadable split file ({exc})", str(path)) from None
     if not isinstance(mode, str):
         raise InputError("missing or non-string split mode", str(path), field="mode")
     return mode
 
 
 def mining_pool(dataset: Dataset) -> Pool:
-    """Documents a training pair may use: no held-out family (family split), nothing relevant to val/test."""
+    """Documents a training pair may use: no held-out family (family split), nothing relevant to val."""
     mode = split_mode(dataset)
     heldout_families: set[str] = set()
     if mode == "family":
-        for split in HELDOUT_SPLITS:
-            heldout_families |= {dataset.queries[q].family for q in dataset.qrels.get(split, {})
-                                 if dataset.queries[q].family is not None}
+        trained = dataset.qrels.get("train", {})
+        heldout_families = {query.family for qid, query in dataset.queries.items()
+                            if qid not in trained and query.family is not None}
     excluded: dict[str, str] = {}
     for split in HELDOUT_SPLITS:
         for qid, judged in sorted(dataset.qrels.get(split, {}).items()):

@@ -4,14 +4,15 @@ import argparse
 
 from ..core.config import add_params_args, params_of
 
-HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on training qrels"
+HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on validation qrels"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", required=True, help="fusion method (rrf, weighted)")
     parser.add_argument("--runs", required=True, nargs="+", metavar="RUN", help="TREC runs to fuse")
     parser.add_argument("--output", required=True, help="fused TREC run to write")
-    parser.add_argument("--qrels", help="qrels to tune on (used when fusion.tune is true)")
+    parser.add_argument("--qrels", help="qrels to tune on when fusion.tune is true: the val split's, never the "
+                                        "test split's")
     parser.add_argument("--report", help="JSON: chosen value and grid scores")
     add_params_args(parser)
 

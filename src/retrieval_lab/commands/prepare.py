@@ -4,23 +4,33 @@ import argparse
 
 from ..core.config import add_params_args, params_of
 
-HELP = "split a BEIR folder into train/val/test (by family, or the given splits) and audit it for leakage"
+HELP = ("split a BEIR folder into train/val/test (by family, or the given splits), audit it for leakage; "
+        "the test qrels go to their own folder")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--raw", required=True, help="BEIR folder to split")
-    parser.add_argument("--output", required=True, help="prepared dataset folder")
+    parser.add_argument("--output", required=True,
+                        help="prepared dataset folder: corpus, queries, train and val qrels, split.json")
+    parser.add_argument("--heldout", required=True,
+                        help="folder for the test qrels (qrels/test.tsv) and split_audit.json: only evaluation "
+                             "reads it")
     add_params_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..prepare import prepare
 
-    audit = prepare(args.raw, args.output, params_of(args).prepare, log=lambda line: print(f"prepare: {line}"))
+    audit = prepare(args.raw, args.output, args.heldout, params_of(args).prepare,
+                    log=lambda line: print(f"prepare: {line}"))
     counts = ", ".join(f"{s}: {v['queries']} queries / {v['families']} families"
                        for s, v in audit["splits"].items())
     print(f"prepare ({audit['mode']} split): {counts}; "
-          f"{audit['unjudged_queries']} queries without judgments left out")
+          f"{audit['unjudged_queries']} queries without judgments left out; validation: {audit['validation']}")
+    for split in ("val", "test"):
+        info = audit["splits"][split]
+        print(f"  {split}: {info['seen_queries']} of {info['queries']} queries have a positive that is a "
+              "training positive (seen)")
     for split, info in audit["splits"].items():
         if info["queries_without_positive"]:
             print(f"  {split}: {len(info['queries_without_positive'])} queries without a positive "

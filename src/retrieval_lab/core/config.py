@@ -37,6 +37,8 @@ class PrepareParams:
     train: float = 0.5
     val: float = 0.15
     test: float = 0.35
+    val_from_train: float = 0.15  # given splits without qrels/dev.tsv or val.tsv: validation carved from train
+    val_unseen: bool = True  # carve whole groups of queries sharing positives: validation measures unseen docs
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,9 @@ class TrainParams:
     positives_per_query: int = 2  # annotated positives every training query must have ...
     positives_at_least: bool = False  # ... at least (true) or exactly (false) that many
     validate_every: int = 0  # steps; 0 = once per epoch
+    select: str = "best"  # the weights kept: best (on the val split, step 0 = the base model included) | last
+    select_measure: str = "nDCG@10"  # what best means; one of evaluate.measures
+    patience: int | None = None  # stop after this many validations without improvement (null: never)
     loss: str = "multi_positive_nce"  # a name in the losses registry (src/retrieval_lab/losses)
     variants: dict[str, TrainVariant] = field(default_factory=lambda: {
         "hard": TrainVariant("hard", 0.05),
@@ -185,6 +190,7 @@ FIELDS = ("title", "text")
 NEGATIVES = ("hard", "random")
 SIDES = ("both", "query")
 SCHEDULES = ("constant", "linear", "cosine")  # training/loop.py: schedule_factor
+SELECTIONS = ("best", "last")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a dataset, run or variant name: also a path part
 _MEASURE = re.compile(r"[A-Za-z]+(\([A-Za-z0-9=,_ ]*\))?(@\d+)?")
@@ -299,6 +305,7 @@ RULES = {
     "generate.generic_docs": _NON_NEGATIVE, "generate.queries_per_family": _POSITIVE,
     "generate.difficulty": _UNIT,
     "prepare.train": _UNIT, "prepare.val": _UNIT, "prepare.test": _UNIT,
+    "prepare.val_from_train": _between(0.0, 1.0, high_open=True),
     "tokenizer.pattern": lambda value: _reason(token_pattern, value),
     "tokenizer.stopwords": _stopwords, "tokenizer.stemmer": _stemmer,
     "retrieve.depth": _POSITIVE, "retrieve.fields": _fields,
@@ -318,7 +325,8 @@ RULES = {
     "train.warmup_ratio": _UNIT,
     "train.weight_decay": _NON_NEGATIVE, "train.max_grad_norm": _between(0.0, None, low_open=True),
     "train.max_seq_length": _POSITIVE, "train.positives_per_query": _positives_rule,
-    "train.validate_every": _NON_NEGATIVE,
+    "train.validate_every": _NON_NEGATIVE, "train.select": _one_of(SELECTIONS),
+    "train.select_measure": _MEASURE_NAME, "train.patience": _POSITIVE,
     "train.loss": _matches(_NAME, "a loss name (the losses registry lists them)"),
     "train.variants.*.negatives": _one_of(NEGATIVES),
     "train.variants.*.temperature": _between(0.0, None, low_open=True),

@@ -19,6 +19,7 @@ from .atomic import atomic_path
 from .errors import InputError
 
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded relevance (<= 0: judged non-relevant)
+SPLIT_FILE = "split.json"  # a prepared folder's record of how it was split (mode, validation): no test label
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,10 @@ class LoopOptions:
     ``resume``: continue from a checkpoint (refused if its fingerprint differs).
     ``checkpoint``: also written at every epoch end. ``validate(encoder) -> metrics``
     runs on rank 0 before training, every ``validate_every`` steps (0: each epoch
-    end) and at the last step.
+    end) and at the last step; with ``params.select == "best"`` the weights of the
+    validation best on ``params.select_measure`` are the ones returned (step 0, the
+    untrained model, included), and ``params.patience`` validations without
+    improvement end the run.
     """
 
     temperature: float
@@ -53,8 +56,10 @@ class TrainResult:
     total_steps: int
     history: list[dict]  # one per step: step, epoch, loss, lr, query_ids
     validation: list[dict] = field(default_factory=list)  # step, metrics
-    stopped_early: bool = False
+    stopped_early: bool = False  # by --stop-after: only a checkpoint, no model
     seconds: float = 0.0
+    selected_step: int | None = None  # the step whose weights the model holds (None: the last one)
+    patience_stop: bool = False  # ended by train.patience before the planned steps
 
 
 @dataclass
@@ -66,6 +71,8 @@ class _Progress:
     position: int = 0  # batches of this epoch already done
     history: list[dict] = field(default_factory=list)
     validation: list[dict] = field(default_factory=list)
+    best: dict = field(default_factory=dict)  # step, value, state (CPU copies of the weights)
+    since_best: int = 0  # validations since the best one
 
 
 # ----------------------------------------------------------------------------- the run
@@ -91,17 +98,18 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
         if stop_after is not None and run.step >= stop_after:
             raise InputError(f"the run is already at step {run.step}; --stop-after must be larger",
                              field="--stop-after")
+        _check_selection(params, options)
         if run.step == 0:
-            _validate(encoder, model, run, options)
+            _validate(encoder, model, run, options, params)
         bar = None
         if options.progress and dist_info.main:
             from tqdm import tqdm
 
             bar = tqdm(total=total, initial=run.step, desc="train", unit="step", dynamic_ncols=True)
         model.train()
-        stopped = False
+        stopped = patience_stop = False
         with distributed_model(encoder, dist_info):
-            while run.step < total and not stopped:
+            while run.step < total and not stopped and not patience_stop:
                 batches = epoch_batches(len(data.examples), params.batch_size, params.seed, run.epoch,
                                         dist_info.world)
                 while run.position < len(batches) and run.step < total:
@@ -126,18 +134,24 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
                         bar.set_postfix(loss=f"{loss.item():.4f}", epoch=run.epoch)
                     every = params.validate_every
                     if (every and run.step % every == 0) or (not every and epoch_end) or run.step == total:
-                        _validate(encoder, model, run, options)  # encode() switches to eval mode and back
+                        _validate(encoder, model, run, options, params)  # encode() switches to eval mode and back
+                        patience_stop = _out_of_patience(run, params, dist_info)
                     if options.checkpoint is not None and dist_info.main and (epoch_end or run.step == stop_after):
                         save_checkpoint(options.checkpoint, _snapshot(model, optimizer, scheduler, run, options))
                     if stop_after is not None and run.step >= stop_after:
                         stopped = run.step < total
                         break
-                    if epoch_end:
+                    if epoch_end or patience_stop:
                         break
         if bar is not None:
             bar.close()
         model.eval()
-        return TrainResult(run.step, total, run.history, run.validation, stopped, time.perf_counter() - started)
+        selected = None
+        if params.select == "best" and not stopped and dist_info.main and run.best:
+            selected = run.best["step"]
+            model.load_state_dict(run.best["state"])
+        return TrainResult(run.step, total, run.history, run.validation, stopped, time.perf_counter() - started,
+                           selected, patience_stop)
 
 
 def train_step(encoder, batch: Batch, data: TrainingData, max_length: int, temperature: float,
@@ -244,6 +258,7 @@ def _resume(options: LoopOptions, data: TrainingData, params: TrainParams, model
     scheduler.load_state_dict(state["scheduler"])
     run.step, run.epoch, run.position = state["step"], state["epoch"], state["position"]
     run.history, run.validation = state["history"], state["validation"]
+    run.best, run.since_best = state["best"], state["since_best"]
     set_rng_state(state["rng"])
     batches = epoch_batches(len(data.examples), params.batch_size, params.seed, run.epoch, options.dist_info.world)
     order = [data.examples[i].query_id for b in batches[:run.position] for i in b]
@@ -257,17 +272,52 @@ def _snapshot(model, optimizer, scheduler, run: _Progress, options: LoopOptions)
     return {"format": FORMAT, "fingerprint": options.fingerprint, "model": model.state_dict(),
             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": run.step,
             "epoch": run.epoch, "position": run.position, "history": run.history,
-            "validation": run.validation, "rng": rng_state()}
+            "validation": run.validation, "best": run.best, "since_best": run.since_best, "rng": rng_state()}
 
 
-def _validate(encoder, model: torch.nn.Module, run: _Progress, options: LoopOptions) -> None:
-    """``options.validate`` on rank 0 with the plain ``model`` (a DDP forward on one rank would hang)."""
+def _check_selection(params: TrainParams, options: LoopOptions) -> None:
+    if params.select == "best" and options.validate is None:
+        raise InputError("selects the best weights on the val split, but the dataset has no val query with a "
+                         "positive: give a validation split (prepare.val_from_train) or set train.select=last",
+                         field="train.select")
+    if params.patience is not None and options.validate is None:
+        raise InputError("stops on the val split, but the dataset has no val query with a positive",
+                         field="train.patience")
+
+
+def _validate(encoder, model: torch.nn.Module, run: _Progress, options: LoopOptions,
+              params: TrainParams) -> None:
+    """``options.validate`` on rank 0 with the plain ``model`` (a DDP forward on one rank would hang);
+    remembers the best weights so far when ``params.select`` is best."""
     if options.validate is None:
         return
     if options.dist_info.main:
         wrapped, encoder.model = encoder.model, model
         try:
-            run.validation.append({"step": run.step, "metrics": options.validate(encoder)})
+            scores = options.validate(encoder)
         finally:
             encoder.model = wrapped
+        run.validation.append({"step": run.step, "metrics": scores})
+        value = scores.get(params.select_measure)
+        if value is None:
+            raise InputError(f"{params.select_measure!r} is not among the validation measures "
+                             f"({', '.join(scores)}): add it to evaluate.measures", field="train.select_measure")
+        if not run.best or value > run.best["value"]:  # ties keep the earlier, shorter-trained weights
+            run.since_best = 0
+            state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            run.best = {"step": run.step, "value": value, "state": state if params.select == "best" else {}}
+        else:
+            run.since_best += 1
     barrier(options.dist_info)
+
+
+def _out_of_patience(run: _Progress, params: TrainParams, dist_info: Distributed) -> bool:
+    """Whether ``params.patience`` validations in a row found no improvement (rank 0 decides for all)."""
+    if params.patience is None:
+        return False
+    flag = [run.since_best >= params.patience]
+    if dist_info.world > 1:
+        import torch.distributed as dist
+
+        dist.broadcast_object_list(flag, src=0)
+    return bool(flag[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,8 @@ def compare_resume(load_encoder: Callable[[], object], data: TrainingData, param
     if total is None or not 0 < stop_after < total:
         raise InputError(f"need 0 < stop_after ({stop_after}) < max_steps ({total})", field="--stop-after")
     checkpoint = Path(workdir) / "state.pt"
+    # the check is about the trajectory, without a val split: no selection, no early stop
+    params = dataclasses.replace(params, select="last", patience=None)
     straight_enc = load_encoder()
     fp = fingerprint(weights_digest(straight_enc.model), params, variant_name, variant, data)
     options = LoopOptions(variant.temperature, fp, progress=False)

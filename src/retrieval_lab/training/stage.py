@@ -66,7 +66,10 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
         report = {"variant": variant_name, "fingerprint": fp, "steps": result.steps,
                   "device": str(encoder.device), "world_size": dist_info.world,
                   "first_loss": result.history[0]["loss"], "last_loss": result.history[-1]["loss"],
-                  "validation": result.validation, "negatives": str(negatives),
+                  "validation": result.validation, "selected_step": result.selected_step,
+                  "selection": {"select": train.select, "measure": train.select_measure,
+                                "patience": train.patience, "ended_by_patience": result.patience_stop},
+                  "negatives": str(negatives),
                   "base_model": encoder.source}
         encoder.save(model_out, {"training.json": report})
         if frozen is None:
