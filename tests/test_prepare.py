@@ -8,11 +8,16 @@ import pytest
 from beir_fixtures import write_beir
 
 from retrieval_lab import cli
-from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.config import PrepareParams
-from retrieval_lab.core.data import load_dataset
-from retrieval_lab.core.data import read_qrels
-from retrieval_lab.prepare import LeakageError, assign_families, carve_validation, positive_components, prepare
+from retrieval_lab.core.data import load_dataset, read_qrels
+from retrieval_lab.core.errors import InputError
+from retrieval_lab.prepare import (
+    LeakageError,
+    assign_families,
+    carve_validation,
+    positive_components,
+    prepare,
+)
 
 
 def _family_dataset(root, families=10, plant=None):

@@ -220,9 +220,9 @@ def to_markdown(result: dict) -> str:
              ("Difference = candidate - baseline over the queries both were evaluated on; "
               + rule_sentence(result, "comparisons below")), ""]
     if stratified:
-        lines += ["Queries: *seen* when one of its relevant documents is a positive of a training query, "
+        lines += [("Queries: *seen* when one of its relevant documents is a positive of a training query, "
                   "*unseen* otherwise; the unseen rows say what fine-tuning carries over to documents it "
-                  "never saw.", ""]
+                  "never saw."), ""]
     lines += [(f"| baseline | candidate | queries | baseline {m} | candidate {m} | difference | "
                f"{level:.0%} simultaneous interval | p ({result['adjustment']}) | MDE | win/tie/loss | verdict |"),
               "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
