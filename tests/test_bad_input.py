@@ -17,6 +17,7 @@ import pytest
 from beir_fixtures import REPO, write_beir
 
 from retrieval_lab import cli
+from retrieval_lab.core.atomic import MARKER, MARKER_TEXT
 
 SENTINEL = "an earlier output: must survive a failed run\n"
 
@@ -50,18 +51,19 @@ def replace_line(path: Path, number: int, new: str | bytes) -> None:
 
 
 def plant(path: Path, is_dir: bool = False) -> None:
-    """An earlier output at ``path``: a file, or a folder holding one file."""
+    """An earlier output at ``path``: a file, or a folder holding one file and the output marker."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if is_dir:
         path.mkdir()
         (path / "earlier.txt").write_text(SENTINEL, encoding="utf-8")
+        (path / MARKER).write_text(MARKER_TEXT, encoding="utf-8")
     else:
         path.write_text(SENTINEL, encoding="utf-8")
 
 
 def assert_untouched(path: Path, is_dir: bool = False) -> None:
     if is_dir:
-        assert sorted(p.name for p in path.iterdir()) == ["earlier.txt"], f"{path} was changed"
+        assert sorted(p.name for p in path.iterdir()) == [MARKER, "earlier.txt"], f"{path} was changed"
         assert (path / "earlier.txt").read_text(encoding="utf-8") == SENTINEL
     else:
         assert path.read_text(encoding="utf-8") == SENTINEL, f"{path} was overwritten"
@@ -142,7 +144,7 @@ def test_good_beir_folder_replaces_the_earlier_output(command, beir, params, tmp
     plant(out, is_dir=command == "prepare")
     assert cli.main(_dataset_argv(command, beir, out, params)) == 0
     if command == "prepare":
-        assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl", "qrels", "queries.jsonl",
+        assert sorted(p.name for p in out.iterdir()) == [MARKER, "corpus.jsonl", "qrels", "queries.jsonl",
                                                          "split_audit.json"]
     else:
         assert out.read_text(encoding="utf-8").startswith("q1 Q0 d1 1 ")  # bm25 ranks d1 first for q1
