@@ -13,6 +13,7 @@ from beir_fixtures import default_params
 from retrieval_lab import cli
 from retrieval_lab import generate as gen
 from retrieval_lab.commands import generate as command
+from retrieval_lab.core.atomic import MARKER, MARKER_TEXT
 from retrieval_lab.core.config import GenerateParams, TokenizerParams
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
@@ -94,6 +95,7 @@ def test_command_output_passes_the_loader_and_replaces_the_folder_whole(tmp_path
     out = tmp_path / "support"
     out.mkdir()
     (out / "stale.txt").write_text("from an older run")
+    (out / MARKER).write_text(MARKER_TEXT)  # an older run's folder: generate may replace it
     parser = argparse.ArgumentParser()
     command.configure(parser)
     args = parser.parse_args(["--output", str(out), "--params", str(default_params(tmp_path)),
@@ -103,7 +105,7 @@ def test_command_output_passes_the_loader_and_replaces_the_folder_whole(tmp_path
     assert cli.COMMANDS["generate"] == "generate"
 
     dataset = load_dataset(out, splits=["all"])
-    assert sorted(p.name for p in out.iterdir()) == ["corpus.jsonl", "qrels", "queries.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "corpus.jsonl", "qrels", "queries.jsonl"]
     # 7 families * (2 procedures + 2 confusables) + 80 generic = 108 documents; 7 * 3 = 21 queries
     assert dataset.report["documents"] == 108
     assert dataset.report["splits"]["all"] == {

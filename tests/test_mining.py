@@ -12,6 +12,7 @@ from beir_fixtures import default_params, write_beir
 
 from retrieval_lab import mining
 from retrieval_lab.commands import mine as mine_command
+from retrieval_lab.core.atomic import MARKER
 from retrieval_lab.core.config import MineParams, PrepareParams
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
@@ -229,7 +230,7 @@ def test_read_strategy_finds_the_audit_write_mined_wrote(tmp_path, monkeypatch):
     # one name for the audit file: renaming it moves the reader with the writer
     monkeypatch.setattr(mining, "AUDIT_FILE", "audit.json")
     mining.write_mined(tmp_path / "renamed", [], {"strategy": "hard"})
-    assert sorted(p.name for p in (tmp_path / "renamed").iterdir()) == ["audit.json", "negatives.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "renamed").iterdir()) == [MARKER, "audit.json", "negatives.jsonl"]
     assert mining.read_strategy(tmp_path / "renamed" / mining.NEGATIVES_FILE) == "hard"
     assert mining.read_strategy(tmp_path / "elsewhere" / "negatives.jsonl") is None  # no audit: unknown
     (tmp_path / "renamed" / "audit.json").write_text('{"strategy":\n  hard}')

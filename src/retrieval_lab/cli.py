@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shutil
 import sys
 import textwrap
@@ -77,13 +78,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _os_error(exc: OSError) -> str:
+    """``PATH: reason`` on one line; a broken pipe without a path is standard output closed by its reader."""
+    if exc.filename is None and isinstance(exc, BrokenPipeError):
+        return f"standard output: {exc.strerror or exc} (its reader closed it)"
+    if exc.filename is None or exc.strerror is None:
+        return str(exc) or type(exc).__name__
+    where = os.fsdecode(exc.filename) + ("" if exc.filename2 is None else f" -> {os.fsdecode(exc.filename2)}")
+    return f"{where}: {exc.strerror}"
+
+
+def _quiet_stdout() -> None:
+    """Flush standard output, or point it at /dev/null when it fails, so the flush at exit cannot fail."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+        return
+    except (OSError, ValueError):
+        pass
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # no file descriptor (a captured stream)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        if sys.stdout is not None:  # None: started with file descriptor 1 closed, print writes nothing
+            sys.stdout.flush()  # a closed pipe or full disk fails here, not at interpreter exit
+        return code
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        message = str(exc)
+    except OSError as exc:  # disk full, read-only folder, closed pipe: the old outputs are still in place
+        message = _os_error(exc)
+    _quiet_stdout()
+    try:
+        print(f"error: {message}", file=sys.stderr)
+    except (OSError, ValueError):  # standard error closed too: the exit code is all that is left
+        pass
+    return 2
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = ("paired comparison of run pairs (compare.pairs) from their per_query.json: simultaneous randomization "
         "intervals across the pairs, adjusted p, MDE, win/tie/loss")
@@ -24,6 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from ..core.atomic import write_json, write_text
 
     params = params_of(args)
+    check_paths(args, {"--reports-root": args.reports_root}, files={"--output": args.output,
+                                                                   "--markdown": args.markdown})
     ev = params.evaluate
     result = compare(args.reports_root, params.compare.pairs, params.compare.measure, ev.ci_level,
                      ev.permutations, ev.seed, args.runs)

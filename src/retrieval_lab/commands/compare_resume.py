@@ -9,6 +9,7 @@ import sys
 import tempfile
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = "train a tiny setting straight and stopped+resumed; check steps, data order, losses, weights (JSON report)"
 
@@ -33,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from ..training import compare_resume, training_data, variant_of
 
     params = params_of(args)
+    check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives, "dense.lock": params.dense.lock},
+                files={"--output": args.output})
     train = dataclasses.replace(params.train, max_steps=args.steps, batch_size=args.batch_size,
                                 max_seq_length=args.max_length)
     variant = variant_of(train, args.variant)

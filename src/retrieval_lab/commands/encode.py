@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = "encode a BEIR folder's documents and queries with a dense model into an embeddings folder"
 
@@ -20,6 +21,8 @@ def run(args: argparse.Namespace) -> int:
     from ..encoder import encode_dataset, load
 
     params = params_of(args)
+    model = {"--model": args.model} if args.model else {"dense.lock": params.dense.lock}
+    check_paths(args, {"--dataset": args.dataset, **model}, folders={"--output": args.output})
     dataset = load_dataset(args.dataset)  # a bad folder fails before the model loads
     encoder = load(args.model or params.dense.lock, params.dense.device,
                    "--model" if args.model else "dense.lock")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = "the evaluate stage: one run on one split of a prepared dataset -> metrics, per-query values, diagnosis"
 
@@ -24,6 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluation import run_evaluation
 
     params = params_of(args)
+    check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels},
+                files={"--metrics": args.metrics}, into={"--reports": args.reports})
     out = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params,
                          log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels)
     shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)

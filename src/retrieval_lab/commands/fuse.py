@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on validation qrels"
 
@@ -25,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from ..runs import read_run, write_run
 
     params = params_of(args).fusion
+    check_paths(args, {"--runs": args.runs, "--qrels": args.qrels},
+                files={"--output": args.output, "--report": args.report})
     if len(args.runs) < 2:
         raise InputError(f"need at least 2 runs, got {len(args.runs)}", field="--runs")
     runs = [read_run(path) for path in args.runs]

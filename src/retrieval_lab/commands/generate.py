@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = "write the synthetic IT-support knowledge base as a BEIR folder (qrels/all.tsv)"
 
@@ -16,6 +17,7 @@ def run(args: argparse.Namespace) -> int:
     from ..generate import generate, write_generated
 
     params = params_of(args).generate
+    check_paths(args, {}, folders={"--output": args.output})
     data = generate(params, args.params)
     write_generated(args.output, data)
     paraphrased = sum(q.metadata["style"] == "paraphrase" for q in data.queries.values())

@@ -7,6 +7,7 @@ import json
 import sys
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = "mine training negatives from a run (hard | random) and audit them; or audit an existing file"
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --{', --'.join(missing)} required (or --audit FILE)", file=sys.stderr)
         return 2
     check_strategy(args.strategy)
+    check_paths(args, {"--dataset": args.dataset, "--run": args.run}, folders={"--output": args.output})
     try:
         audit = mine_to_dir(read_run(args.run), dataset, params, args.strategy, args.output, args.run)
     except MiningAuditError as exc:

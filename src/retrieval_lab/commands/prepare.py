@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = ("split a BEIR folder into train/val/test (by family, or the given splits), audit it for leakage; "
         "the test qrels go to their own folder")
@@ -21,8 +22,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..prepare import prepare
 
-    audit = prepare(args.raw, args.output, args.heldout, params_of(args).prepare,
-                    log=lambda line: print(f"prepare: {line}"))
+    params = params_of(args)
+    check_paths(args, {"--raw": args.raw}, folders={"--output": args.output, "--heldout": args.heldout})
+    audit = prepare(args.raw, args.output, args.heldout, params.prepare, log=lambda line: print(f"prepare: {line}"))
     counts = ", ".join(f"{s}: {v['queries']} queries / {v['families']} families"
                        for s, v in audit["splits"].items())
     print(f"prepare ({audit['mode']} split): {counts}; "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = ("markdown report of what a revision changed: verdict, simultaneous intervals of the key measures, "
         "losses by failure class, plots, metrics diff; --fail-on-regression exits 1 on a real regression")
@@ -26,7 +27,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..reporting import build_report
 
-    result = build_report(args.base, args.head, args.output, params_of(args), repo=args.repo,
+    params = params_of(args)
+    check_paths(args, {"--repo": args.repo}, into={"--output": args.output})
+    result = build_report(args.base, args.head, args.output, params, repo=args.repo,
                           tolerance=args.tolerance)
     print(f"wrote {args.output}/report.md ({len(result['retrievers'])} retrievers changed, "
           f"{len(result['unchanged'])} unchanged, {len(result['plots'])} plots)")

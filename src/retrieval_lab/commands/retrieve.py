@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = "rank documents for each query with one retriever (bm25, lsa, dense) and write a TREC run"
 
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from ..runs import write_run
 
     params = params_of(args)
+    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, "dense.lock": params.dense.lock},
+                files={"--output": args.output})
     cls = retrievers.get(args.retriever)
     depth = params.retrieve.depth if args.depth is None else args.depth
     if depth < 1:

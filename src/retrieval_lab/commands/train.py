@@ -7,6 +7,7 @@ import json
 import os
 
 from ..core.config import add_params_args, params_of
+from .arguments import check_paths
 
 HELP = "fine-tune the base encoder on mined negatives; save the model and the dataset's embeddings"
 
@@ -29,10 +30,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_params_args(parser)
 
 
+def _check_paths(args: argparse.Namespace, params) -> None:
+    from pathlib import Path
+
+    from ..training.checkpoint import default_checkpoint
+
+    checkpoint = args.checkpoint or (default_checkpoint(args.model_out) if args.stop_after is not None else None)
+    # resuming from the checkpoint this run goes on writing is reading back what the stage wrote
+    same = args.resume and checkpoint and Path(args.resume).resolve() == Path(checkpoint).resolve()
+    check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives,
+                       "--base-embeddings": args.base_embeddings, "--resume": None if same else args.resume,
+                       "dense.lock": params.dense.lock},
+                files={"--checkpoint": checkpoint},
+                folders={"--model-out": args.model_out, "--embeddings-out": args.embeddings_out,
+                         "--live-dir": args.live_dir})
+
+
 def run(args: argparse.Namespace) -> int:
     from ..training import run_training
 
-    result = run_training(params_of(args), args.dataset, args.negatives, args.variant, args.model_out,
+    params = params_of(args)
+    _check_paths(args, params)
+    result = run_training(params, args.dataset, args.negatives, args.variant, args.model_out,
                           args.embeddings_out, args.live_dir, base_embeddings=args.base_embeddings,
                           stop_after=args.stop_after, resume=args.resume,
                           checkpoint=args.checkpoint, progress=not args.no_progress)
