@@ -205,10 +205,49 @@ def test_the_pull_request_workflow_gates_and_keeps_one_comment():
     from beir_fixtures import REPO as ROOT
 
     workflow = (ROOT / ".github" / "workflows" / "pr-report.yml").read_text()
-    assert "retrieval-lab report --base origin/${{ github.base_ref }}" in workflow
+    assert '.gate-venv/bin/retrieval-lab report --base "origin/$BASE_REF"' in workflow
     assert "--fail-on-regression" in workflow and "retrieval-lab pr-comment" in workflow
     assert "gh pr comment" not in workflow  # that posted a new comment on every push
     assert "pull-requests: write" in workflow
+
+
+def _steps() -> list[dict]:
+    import yaml
+    from beir_fixtures import REPO as ROOT
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "pr-report.yml").read_text())
+    return [step for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+def test_the_workflow_splices_no_expression_into_a_shell_line_and_pins_actions_by_sha():
+    steps = _steps()
+    for step in steps:
+        # GitHub pastes ${{ }} into the script text before bash parses it: a branch name would run
+        assert "${{" not in step.get("run", ""), step
+        if "uses" in step:
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]  # a tag can move
+    assert sum("uses" in s for s in steps) == 4 and sum("run" in s for s in steps) >= 6
+
+
+def test_the_gate_runs_the_base_branch_code_and_secrets_reach_only_their_steps():
+    steps = _steps()
+    checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    assert all(s["with"]["persist-credentials"] is False for s in checkouts)  # no token left in .git/config
+    assert checkouts[1]["with"] == {"ref": "${{ github.base_ref }}", "path": ".base", "persist-credentials": False}
+    runs = [s["run"] for s in steps if "run" in s]
+    first_pr_code = next(i for i, r in enumerate(runs) if "pip install -q -e" in r)  # the pull request's install
+    assert runs.index(next(r for r in runs if "pip install -q ./.base" in r)) < first_pr_code
+    gate = next(s for s in steps if s.get("id") == "report")
+    assert gate["run"].splitlines()[1].startswith(".gate-venv/bin/retrieval-lab report")
+    assert "--params .base/params.yaml" in gate["run"]
+    secret = {s.get("name"): s["env"] for s in steps if any("secrets." in v or "github.token" in v
+                                                               for v in s.get("env", {}).values())}
+    assert list(secret) == ["Pull cached results of both revisions (base first; the head's then replace them)",
+                            "Share the results", "Keep the report comment up to date (one per pull request)"]
+    credentialed = [s["run"] for s in steps if s.get("name") in secret]
+    assert all(".gate-venv/bin/" in r and ". .venv/bin/activate" not in r for r in credentialed)
+    repro = next(s for s in steps if "dvc repro" in s.get("run", ""))
+    assert "env" not in repro  # pull-request code runs without credentials
 
 
 def test_command_refuses_a_pull_request_number_below_one(tmp_path, monkeypatch, capsys):
