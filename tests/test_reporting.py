@@ -13,6 +13,7 @@ each revision (``dvc.api``), the metrics diff from ``dvc metrics diff``.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from beir_fixtures import write_beir
 from pipeline_fixtures import sh
 
 from retrieval_lab.cli import main
-from retrieval_lab.reporting import changed_fields, is_measure_field, verdict_line
+from retrieval_lab.reporting import changed_fields, is_measure_field, unjudged, verdict_line
 
 QUERIES = 40
 REGRESSED = list(range(0, 36, 3))  # q00, q03, ..., q33: 12 / 40 = 30% of the queries
@@ -208,10 +209,99 @@ def test_verdict_lines():
 def test_bad_inputs_are_clear_errors(repo, tmp_path, capsys):
     assert main(["report", "--base", "main", "--head", "regressed", "--repo", str(repo), "--output",
                  str(tmp_path / "pr"), "--params", str(repo / "params.yaml"), "--tolerance", "-1"]) == 2
-    assert "tolerance must be >= 0" in capsys.readouterr().err
+    assert "tolerance must be a finite number >= 0" in capsys.readouterr().err
     params = dict(PARAMS, compare={**PARAMS["compare"], "key_measures": ["AP@5"]})
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
     assert main(["report", "--base", "main", "--head", "regressed", "--repo", str(repo), "--output",
                  str(tmp_path / "pr"), "--params", str(tmp_path / "p.yaml")]) == 2
     err = capsys.readouterr().err
     assert "main:reports/toy/bm25/per_query.json field 'queries." in err and "no value for 'AP@5'" in err
+
+
+# ----------------------------------------------------------------------------- a gate that cannot see fails closed
+
+
+def _workspace_copy(repo: Path, tmp_path: Path, branch: str) -> Path:
+    """A copy of the scratch repository (with its DVC cache) with ``branch``'s outputs checked out."""
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy)
+    sh(["git", "checkout", "-q", branch], copy)
+    sh(["dvc", "checkout", "-q", "--force"], copy)
+    return copy
+
+
+def _report_workspace(copy: Path, out: Path, *extra: str) -> tuple[int, list[str]]:
+    code = main(["report", "--base", "main", "--repo", str(copy), "--output", str(out),
+                 "--params", str(copy / "params.yaml"), "--fail-on-regression", *extra])
+    return code, (out / "report.md").read_text().splitlines()
+
+
+def test_gate_cannot_judge_stale_per_query_results_while_the_metrics_changed(repo, tmp_path, capsys):
+    # the issue's case: the workspace holds the regressed branch's metrics (git) but the base's
+    # per_query.json (a pull that fell back on another revision's outputs)
+    copy = _workspace_copy(repo, tmp_path, "regressed")
+    per_query = copy / "reports" / "toy" / "bm25" / "per_query.json"
+    per_query.write_text(_read_at_main(copy, "reports/toy/bm25/per_query.json"))
+    code, lines = _report_workspace(copy, tmp_path / "pr")
+    assert code == 3
+    # nDCG@10 and RR@10: 28/40 = 0.7; Judged@10: 1 judged document in the top 10 for 28 queries = 0.07
+    assert lines[0] == ("**Cannot judge**: bm25: per-query results identical but metrics/toy/bm25.json changed "
+                        "(Judged@10 0.1000 → 0.0700, RR@10 1.0000 → 0.7000, nDCG@10 1.0000 → 0.7000).")
+    assert "Crossed: none. Cannot judge: bm25." in "\n".join(lines)
+    assert "CANNOT JUDGE: bm25: per-query results identical" in capsys.readouterr().out
+
+
+def _read_at_main(copy: Path, path: str) -> str:
+    from retrieval_lab.reporting import read_at
+
+    text = read_at(path, "main", str(copy))
+    assert text is not None
+    return text
+
+
+def test_gate_cannot_judge_a_retriever_missing_at_head(repo, tmp_path):
+    # `dvc pull --allow-missing` left dense's per_query.json out: only bm25 (reordered ties) is seen
+    copy = _workspace_copy(repo, tmp_path, "ties")
+    (copy / "reports" / "toy" / "dense" / "per_query.json").unlink()
+    code, lines = _report_workspace(copy, tmp_path / "pr")
+    assert code == 3
+    assert lines[0] == "**Cannot judge**: dense: per-query results missing at head."
+    assert "Missing at head (not compared): dense." in lines
+    # a regression seen still fails as a regression (exit 1), and the blind spot is named on line 2
+    copy2 = _workspace_copy(repo, tmp_path / "b", "regressed")
+    (copy2 / "reports" / "toy" / "dense" / "per_query.json").unlink()
+    code, lines = _report_workspace(copy2, tmp_path / "pr2")
+    assert code == 1
+    assert lines[0].startswith("**Regression**: 2 measure(s)")
+    assert lines[1] == "**Cannot judge**: dense: per-query results missing at head."
+    # without the flag the report still never fails
+    assert main(["report", "--base", "main", "--repo", str(copy), "--output", str(tmp_path / "pr3"),
+                 "--params", str(copy / "params.yaml")]) == 0
+
+
+def test_unjudged_covers_an_empty_report_and_retrievers_on_one_side():
+    from retrieval_lab.reporting import Retriever
+
+    assert unjudged([], ["nDCG@10"], [], "toy") == [
+        ("(all)", "no per-query results found under reports/toy/ at either revision")]
+    q = {"q1": {"measures": {"nDCG@10": 1.0}}}
+    found = [Retriever("new", ("b", "h"), None, q), Retriever("gone", ("b", "h"), q, None),
+             Retriever("same", ("b", "h"), q, q), Retriever("nowhere", ("b", "h"), None, None)]
+    assert unjudged(found, ["nDCG@10"], [], "toy") == [
+        ("new", "per-query results missing at base"), ("gone", "per-query results missing at head"),
+        ("nowhere", "per-query results missing at both revisions")]
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--tolerance", "nan"], "--tolerance': tolerance must be a finite number >= 0, got nan"),
+    (["--tolerance", "inf"], "--tolerance': tolerance must be a finite number >= 0, got inf"),
+    (["--base", "no-such-branch"], "field '--base': no such git revision 'no-such-branch'"),
+    (["--head", "no-such-branch"], "field '--head': no such git revision 'no-such-branch'"),
+])
+def test_a_gate_switched_off_or_pointed_nowhere_is_a_clear_error(repo, tmp_path, capsys, extra, message):
+    argv = ["report", "--base", "main", "--head", "regressed", "--repo", str(repo), "--output",
+            str(tmp_path / "pr"), "--params", str(repo / "params.yaml"), "--fail-on-regression"]
+    assert main(argv + extra) == 2  # later options win in argparse
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "pr").exists()  # nothing written

@@ -186,6 +186,61 @@ def test_train_stage_outputs_and_stop_resume(toy, tmp_path):
     assert main(args[:6] + ["random"] + args[7:]) == 2
 
 
+def test_resume_refuses_a_crafted_or_corrupt_checkpoint_and_runs_nothing(toy, tmp_path, capsys):
+    dataset_dir, negatives, _ = toy
+    tiny_encoder().save(tmp_path / "tiny")
+    (tmp_path / "params.yaml").write_text(
+        f"dense: {{lock: '{tmp_path / 'tiny'}', batch_size: 8, max_seq_length: 16}}\n"
+        "train: {seed: 3, epochs: 1, batch_size: 2, lr: 1.0e-3, max_seq_length: 16}\n"
+        "evaluate: {measures: [nDCG@10]}\n")
+    args = ["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
+            "--model-out", str(tmp_path / "m"), "--embeddings-out", str(tmp_path / "e"),
+            "--live-dir", str(tmp_path / "l"), "--params", str(tmp_path / "params.yaml"), "--no-progress"]
+    marker = tmp_path / "created-by-the-checkpoint"
+
+    class Payload:  # what a plain pickle load runs: open(marker, "w") creates the file
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    crafted = tmp_path / "crafted" / "state.pt"
+    crafted.parent.mkdir()
+    torch.save({**{k: 0 for k in training.checkpoint.STATE_KEYS}, "rng": Payload()}, crafted)
+    assert not marker.exists()
+    assert main(args + ["--resume", str(crafted)]) == 2
+    assert not marker.exists()  # a plain pickle load would have created it before any check
+    err = capsys.readouterr().err
+    assert f"{crafted}: refused: not only tensors and plain data (it names " in err and "open)" in err
+    assert not (tmp_path / "m").exists()
+    # a truncated torch file and bytes that are no torch file at all: one line naming the file
+    whole = tmp_path / "whole.pt"
+    torch.save({"a": torch.zeros(1000)}, whole)
+    for name, content in (("truncated.pt", whole.read_bytes()[:1500]), ("garbage.pt", b"not a checkpoint\n")):
+        (tmp_path / name).write_bytes(content)
+        assert main(args + ["--resume", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err  # model loading draws progress bars there first
+        assert err.splitlines()[-1].startswith(f"error: {tmp_path / name}: unreadable checkpoint, corrupt or "
+                                               "truncated (") and "Traceback" not in err
+
+
+def test_checkpoint_rng_state_is_plain_data_and_restores_every_generator(tmp_path):
+    import random
+
+    from retrieval_lab.training.checkpoint import rng_state, set_rng_state
+
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    np.random.standard_normal()  # leaves a cached Gaussian in numpy's state
+    torch.save(rng_state(), tmp_path / "rng.pt")
+    state = torch.load(tmp_path / "rng.pt", weights_only=True)  # would raise on a numpy array or a class
+    expected = (random.random(), np.random.standard_normal(), torch.rand(3).tolist())
+    random.seed(9)
+    np.random.seed(9)
+    torch.manual_seed(9)
+    set_rng_state(state)
+    assert (random.random(), np.random.standard_normal(), torch.rand(3).tolist()) == expected
+
+
 def test_query_side_step_scores_every_frozen_document(toy):
     # one batch of q0, q1: scores against all 20 frozen documents; loss = mean over queries of
     # logsumexp(all 20 scores) - logsumexp(scores of its 2 annotated positives), as written out below

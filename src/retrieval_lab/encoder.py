@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import importlib.util
 import json
 import time
 from dataclasses import dataclass, field
@@ -81,17 +82,38 @@ def read_lock(lock_path: str | Path) -> dict:
 def _lock_folder(lock: dict, lock_path: Path) -> Path:
     source = lock["source"]
     if isinstance(source, str) and source.startswith("package:"):
-        module_name = source.split(":", 1)[1]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            raise InputError(f"model package {module_name!r} is not installed", str(lock_path),
-                             field="source") from None
-        return Path(module.get_model_path())
+        return _package_folder(source.split(":", 1)[1], lock, lock_path)
     if source == "hub":
         return _hub_folder(lock["name"], lock["revision"], str(lock_path))
     raise InputError(f"unknown source {source!r} (expected 'package:<module>' or 'hub')", str(lock_path),
                      field="source")
+
+
+def _package_folder(module_name: str, lock: dict, lock_path: Path) -> Path:
+    """The model folder of ``package:<module>``: an installed top-level package whose own folder holds
+    model files the lock lists (at its root or one folder down), checked before the package is imported:
+    a lock cannot make us import, and so run, any other installed module. The hashes are checked after."""
+    def refuse(why: str) -> InputError:
+        return InputError(f"model package {module_name!r} {why}", str(lock_path), field="source")
+
+    if not module_name.isidentifier():  # a dotted name would import its parents to be found
+        raise refuse("is not a top-level package name")
+    spec = importlib.util.find_spec(module_name)  # locates without executing
+    if spec is None:
+        raise refuse("is not installed")
+    roots = [Path(p).resolve() for p in spec.submodule_search_locations or []]  # none: a plain module
+    if not any((folder / name).is_file() for root in roots for folder in (root, *_subfolders(root))
+               for name in lock["files"]):
+        raise refuse(f"carries none of the model's files ({', '.join(lock['files'])}): not a model package")
+    get_model_path = getattr(importlib.import_module(module_name), "get_model_path", None)
+    folder = Path(get_model_path()).resolve() if callable(get_model_path) else None
+    if folder is None or not folder.is_dir() or not any(folder == r or r in folder.parents for r in roots):
+        raise refuse("has no get_model_path() naming a folder inside the package")
+    return folder
+
+
+def _subfolders(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
 
 
 def _hub_folder(name: str, revision: str, where: str, field: str | None = None) -> Path:

@@ -7,15 +7,20 @@ request is an issue, so its conversation comments are issue comments):
     GET   /repos/{owner}/{name}/issues/{number}/comments?per_page=100&page=N
     POST  /repos/{owner}/{name}/issues/{number}/comments        {"body": ...}
     PATCH /repos/{owner}/{name}/issues/comments/{comment_id}     {"body": ...}
+
+The token goes to the API URL only: https is required and redirects are refused, never
+followed (urllib would send the Authorization header on to wherever they point).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import Protocol
+from urllib.parse import quote
 
 from .core.errors import InputError
 
@@ -58,11 +63,36 @@ def upsert_comment(api: CommentAPI, number: int, report: str, marker: str = MARK
 
 
 Send = Callable[[urllib.request.Request], bytes]
+# GitHub's rules: an owner is 1-39 letters, digits and inner hyphens; a repository name 1-100 of
+# letters, digits, '.', '-', '_' (not '.' or '..')
+OWNER = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?")
+NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would repeat the request, Authorization header included, wherever a 3xx points (even plain
+    http on another host): answer every redirect as the error it is instead."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise urllib.error.HTTPError(req.full_url, code, f"{msg}, redirect to {newurl} refused (the token is "
+                                     "never sent on)", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 def _urlopen(request: urllib.request.Request) -> bytes:
-    with urllib.request.urlopen(request, timeout=30) as response:  # https only: GitHubAPI checks the URL
+    with _OPENER.open(request, timeout=30) as response:  # https only: GitHubAPI checks the URL
         return response.read()
+
+
+def _repository_path(repository: str) -> str:
+    """``/repos/OWNER/NAME``, each part checked against GitHub's rules and quoted."""
+    owner, _, name = repository.partition("/")
+    if not (OWNER.fullmatch(owner) and NAME.fullmatch(name) and name not in (".", "..")):
+        raise InputError(f"expected OWNER/NAME as GitHub spells them (letters, digits, '-'; the name also "
+                         f"'.' and '_'), got {repository!r}", field="--repository")
+    return f"/repos/{quote(owner, safe='')}/{quote(name, safe='')}"
 
 
 class GitHubAPI:
@@ -70,8 +100,7 @@ class GitHubAPI:
 
     def __init__(self, repository: str, token: str, api_url: str = "https://api.github.com",
                  send: Send | None = None):
-        if repository.count("/") != 1 or not all(repository.split("/")):
-            raise InputError(f"expected OWNER/NAME, got {repository!r}", field="--repository")
+        self.base_path = _repository_path(repository)
         if not token:
             raise InputError("no GitHub token (set GITHUB_TOKEN)", field="GITHUB_TOKEN")
         if not api_url.startswith("https://"):
@@ -96,7 +125,7 @@ class GitHubAPI:
     def list_comments(self, number: int) -> list[dict]:
         comments, page = [], 1
         while True:
-            batch = self._call("GET", f"/repos/{self.repository}/issues/{number}/comments"
+            batch = self._call("GET", f"{self.base_path}/issues/{int(number)}/comments"
                                       f"?per_page={PAGE}&page={page}")
             comments += batch
             if len(batch) < PAGE:
@@ -104,7 +133,7 @@ class GitHubAPI:
             page += 1
 
     def create_comment(self, number: int, body: str) -> dict:
-        return self._call("POST", f"/repos/{self.repository}/issues/{number}/comments", {"body": body})
+        return self._call("POST", f"{self.base_path}/issues/{int(number)}/comments", {"body": body})
 
     def update_comment(self, comment_id: int, body: str) -> dict:
-        return self._call("PATCH", f"/repos/{self.repository}/issues/comments/{comment_id}", {"body": body})
+        return self._call("PATCH", f"{self.base_path}/issues/comments/{int(comment_id)}", {"body": body})

@@ -9,7 +9,10 @@ per-query values, fetched with ``dvc.api`` from the cache or the remote) and wri
    with its simultaneous interval across every comparison in the table (the one rule of
    ``stats.paired_comparison``) and its minimum detectable effect; unchanged retrievers
    in one line;
-2. the gate: measures whose interval lies entirely below -tolerance (``regressions``);
+2. the gate: measures whose interval lies entirely below -tolerance (``regressions``), and
+   retrievers it cannot judge (``cannot_judge``: per-query results missing at a revision,
+   identical while the metrics changed, no query in common): a gate that cannot see fails
+   closed instead of reading "no change";
 3. the queries that lost most, grouped by the head run's failure-diagnosis class, with
    their first-positive rank before and after;
 4. PNG plots (recall@k base vs head, training loss), then the full ``dvc metrics diff``
@@ -21,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -62,11 +66,22 @@ def read_at(path: str, rev: str | None, repo: str = ".") -> str | None:
         return None
 
 
+def check_revision(rev: str, repo: str, option: str) -> None:
+    """Refuse a revision git does not know, before anything is read at it."""
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+                          cwd=repo, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise InputError(f"no such git revision {rev!r} in {repo}", field=option)
+
+
 def metrics_diff(base: str, head: str | None, repo: str = ".") -> dict:
     """``dvc metrics diff --json`` between the two revisions (head None: the workspace)."""
     cmd = [sys.executable, "-m", "dvc", "metrics", "diff", "--json", "--all", base] + ([head] if head else [])
-    out = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=True).stdout
-    return json.loads(out) if out.strip() else {}
+    done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        first = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise InputError(f"dvc metrics diff {base} {head or 'workspace'} failed: {first}")
+    return json.loads(done.stdout) if done.stdout.strip() else {}
 
 
 # ----------------------------------------------------------------------------- metrics diff
@@ -137,18 +152,53 @@ class Retriever:
         return values_of(entries, measure, source)
 
 
-def _discover(ds: str, head: str | None, repo: str) -> list[str]:
-    root = Path(repo) / "reports" / ds
-    if head is WORKSPACE:
-        found = sorted(p.parent.name for p in root.glob("*/per_query.json"))
-        if found:
-            return found
-    import yaml  # head is a revision (or an empty workspace): ask its dvc.lock which per_query files it tracks
+def _tracked(ds: str, rev: str | None, repo: str) -> set[str]:
+    """Retrievers whose per_query.json the revision's dvc.lock tracks (and, in the workspace, those present)."""
+    import yaml
 
-    lock = yaml.safe_load(read_at("dvc.lock", head, repo) or "{}") or {}
-    return sorted({Path(o["path"]).parent.name for s in lock.get("stages", {}).values()
-                   for o in s.get("outs", []) if o["path"].startswith(f"reports/{ds}/")
-                   and o["path"].endswith("per_query.json")})
+    found = set()
+    if rev is WORKSPACE:
+        found = {p.parent.name for p in (Path(repo) / "reports" / ds).glob("*/per_query.json")}
+    lock = yaml.safe_load(read_at("dvc.lock", rev, repo) or "{}") or {}
+    return found | {Path(o["path"]).parent.name for s in lock.get("stages", {}).values()
+                    for o in s.get("outs", []) if o["path"].startswith(f"reports/{ds}/")
+                    and o["path"].endswith("per_query.json")}
+
+
+def _discover(ds: str, base: str, head: str | None, repo: str, measures_changed: list[tuple]) -> list[str]:
+    """Every retriever either revision has: a retriever on one side only must be seen (and not judged)."""
+    in_metrics = {Path(path).stem for path, *_ in measures_changed
+                  if Path(path).parent.as_posix() == f"metrics/{ds}" and Path(path).name != "compare.json"}
+    return sorted(_tracked(ds, base, repo) | _tracked(ds, head, repo) | in_metrics)
+
+
+def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: list[tuple],
+             ds: str) -> list[tuple[str, str]]:
+    """(retriever, why) for every retriever the gate cannot judge: it must fail closed on them.
+
+    Per-query results missing at either revision; identical per-query results while the
+    retriever's metrics file changed (stale or unpulled per-query files); a key measure
+    with no query in common. No retriever at all is also a blind gate.
+    """
+    if not found:
+        return [("(all)", f"no per-query results found under reports/{ds}/ at either revision")]
+    out = []
+    for r in found:
+        if r.base is None and r.head is None:
+            out.append((r.name, "per-query results missing at both revisions"))
+        elif r.base is None or r.head is None:
+            out.append((r.name, f"per-query results {r.status}"))
+        elif r.status == "unchanged":
+            moved = [f"{name} {_number(old)} → {_number(new)}" for path, name, old, new, _ in measures_changed
+                     if path == f"metrics/{ds}/{r.name}.json"]
+            if moved:
+                why = f"per-query results identical but metrics/{ds}/{r.name}.json changed ({', '.join(moved)})"
+                out.append((r.name, why))
+        elif r.status == "changed":
+            lacking = [m for m in key_measures if m not in r.stats]
+            if lacking:
+                out.append((r.name, f"no query in common for {', '.join(lacking)}"))
+    return out
 
 
 def _first_rank(entries: dict, qid: str) -> str:
@@ -230,12 +280,21 @@ def _below(tolerance: float) -> str:
     return "0" if tolerance == 0 else f"-{tolerance:g}"
 
 
+def cannot_judge_line(blind: list[tuple[str, str]]) -> str:
+    return "**Cannot judge**: " + "; ".join(f"{name}: {why}" for name, why in blind) + "."
+
+
 def verdict_line(changed: int, total: int, regressions: list, worse: list, better: list,
-                 tolerance: float) -> str:
-    """The report's first line: what the gate decided and why, in one sentence."""
+                 tolerance: float, blind: list[tuple[str, str]] = ()) -> str:
+    """The report's first line: what the gate decided and why, in one sentence.
+
+    A regression seen is reported first; otherwise a gate that cannot see (``blind``) says so.
+    """
     if regressions:
         return (f"**Regression**: {len(regressions)} measure(s) with the whole interval below "
                 f"{_below(tolerance)}: {_named(regressions)}.")
+    if blind:
+        return cannot_judge_line(blind)
     if changed == 0:
         return f"**No change**: all {total} retrievers have identical per-query results at both revisions."
     parts = []
@@ -268,17 +327,22 @@ def _short_verdict(stats: dict[str, dict]) -> str:
 def build_report(base: str, head: str | None, out_dir: str | Path, params: Params, repo: str = ".",
                  retrievers: list[str] | None = None, top: int = 10, tolerance: float = 0.0) -> dict:
     """Write ``out_dir/report.md`` and PNGs; return per-retriever statistics and the gate's regressions."""
-    if tolerance < 0:
-        raise InputError(f"tolerance must be >= 0, got {tolerance}", field="--tolerance")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (math.isfinite(tolerance) and tolerance >= 0):  # nan or inf would switch the gate off
+        raise InputError(f"tolerance must be a finite number >= 0, got {tolerance}", field="--tolerance")
+    check_revision(base, repo, "--base")
+    if head is not WORKSPACE:
+        check_revision(head, repo, "--head")
     ds, ev = params.dataset, params.evaluate
     measure = params.compare.measure
     key_measures = list(dict.fromkeys([measure] + params.compare.key_measures))
     for name in key_measures:
         parse_measure(name)
+    diff = metrics_diff(base, head, repo)
+    measures_changed, bookkeeping = changed_fields(diff)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     head_name = head or "workspace"
-    names = retrievers if retrievers is not None else _discover(ds, head, repo)
+    names = retrievers if retrievers is not None else _discover(ds, base, head, repo, measures_changed)
     found: list[Retriever] = []
     for name in names:
         path = f"reports/{ds}/{name}/per_query.json"
@@ -299,9 +363,12 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     regressions = [x for x in judged if x[2]["ci_high"] < -tolerance]
     worse = [x for x in judged if x[2]["ci_high"] < 0 and x not in regressions]
     better = [x for x in judged if x[2]["ci_low"] > 0]
+    blind = unjudged(found, key_measures, measures_changed, ds)
 
-    lines = [verdict_line(len(changed), len(found), regressions, worse, better, tolerance), "",
-             f"# Retrieval report: `{head_name}` against `{base}` ({ds})", ""]
+    lines = [verdict_line(len(changed), len(found), regressions, worse, better, tolerance, blind)]
+    if regressions and blind:
+        lines.append(cannot_judge_line(blind))
+    lines += ["", f"# Retrieval report: `{head_name}` against `{base}` ({ds})", ""]
     if changed:
         lines += [f"| retriever | queries | {' | '.join(key_measures)} | verdict |",
                   "|---|---:|" + "---|" * len(key_measures) + "---|"]
@@ -320,7 +387,8 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
             lines.append(f"{status.capitalize()} (not compared): {', '.join(gone)}.")
     crossed = ", ".join(f"{n} {m}" for n, m, _ in regressions) or "none"
     lines += ["", (f"Gate (`--fail-on-regression`, tolerance {tolerance:g}): fails when a difference's whole "
-                  f"interval lies below {_below(tolerance)}. Crossed: {crossed}.")]
+                  f"interval lies below {_below(tolerance)}, and when a retriever cannot be judged. "
+                  f"Crossed: {crossed}. Cannot judge: {', '.join(n for n, _ in blind) or 'none'}.")]
     lines += rough_tail_note([row for row in rows if row is not None], header)
 
     if judged:
@@ -382,8 +450,6 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
 
-    diff = metrics_diff(base, head, repo)
-    measures_changed, bookkeeping = changed_fields(diff)
     lines += ["", (f"<details><summary><code>dvc metrics diff</code>: {len(measures_changed)} measure values changed"
                   "</summary>"), ""]
     lines += _diff_table(measures_changed) if measures_changed else ["No measure changed."]
@@ -395,4 +461,5 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return {"retrievers": {r.name: r.stats for r in changed}, "unchanged": unchanged, "family": header,
             "regressions": [{"retriever": n, "measure": m, **row} for n, m, row in regressions],
+            "cannot_judge": [{"retriever": n, "reason": why} for n, why in blind],
             "losses": losses, "plots": plots, "metrics_diff": diff}

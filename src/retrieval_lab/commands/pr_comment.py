@@ -21,6 +21,8 @@ def run(args: argparse.Namespace) -> int:
     from ..core.errors import InputError
     from ..pr_comment import GitHubAPI, upsert_comment
 
+    if args.pr <= 0:
+        raise InputError(f"expected a pull request number > 0, got {args.pr}", field="--pr")
     path = Path(args.body_file)
     if not path.is_file():
         raise InputError("file not found (run retrieval-lab report first)", str(path))

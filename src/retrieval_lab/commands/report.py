@@ -7,8 +7,10 @@ import argparse
 from ..core.config import add_params_args, params_of
 from .arguments import check_paths
 
+REGRESSION, CANNOT_JUDGE = 1, 3  # 2 is every command's bad-input exit (cli.main)
 HELP = ("markdown report of what a revision changed: verdict, simultaneous intervals of the key measures, "
-        "losses by failure class, plots, metrics diff; --fail-on-regression exits 1 on a real regression")
+        "losses by failure class, plots, metrics diff; --fail-on-regression exits 1 on a real regression "
+        "and 3 when it cannot judge (per-query results missing, or identical while the metrics changed)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -17,10 +19,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default="reports/pr", help="folder for report.md and PNGs")
     parser.add_argument("--repo", default=".", help="repository root")
     parser.add_argument("--fail-on-regression", action="store_true",
-                        help="exit 1 when a retriever's key measure has its whole interval below -tolerance")
+                        help=f"exit {REGRESSION} when a retriever's key measure has its whole interval below "
+                             f"-tolerance; exit {CANNOT_JUDGE} when a retriever cannot be judged (its per-query "
+                             "results missing at either revision, identical while its metrics changed, or "
+                             "sharing no query); exit 2 on bad input. A regression seen wins over a blind spot")
     parser.add_argument("--tolerance", type=float, default=0.0, metavar="T",
                         help="losses the gate accepts: it fails only when the interval's upper end is below -T "
-                             "(default 0)")
+                             "(a finite number >= 0; default 0)")
     add_params_args(parser)
 
 
@@ -36,4 +41,8 @@ def run(args: argparse.Namespace) -> int:
     for r in result["regressions"]:
         print(f"REGRESSION: {r['retriever']} {r['measure']} {r['mean_difference']:+.4f} "
               f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] lies entirely below {(-args.tolerance or 0.0):g}")
-    return 1 if args.fail_on_regression and result["regressions"] else 0
+    for r in result["cannot_judge"]:
+        print(f"CANNOT JUDGE: {r['retriever']}: {r['reason']}")
+    if not args.fail_on_regression:
+        return 0
+    return REGRESSION if result["regressions"] else CANNOT_JUDGE if result["cannot_judge"] else 0

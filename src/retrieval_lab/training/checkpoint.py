@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import pickle
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,7 @@ from .data import TrainingData
 
 STATE_KEYS = ("format", "fingerprint", "model", "optimizer", "scheduler", "step", "epoch", "position",
               "history", "validation", "rng")
-FORMAT = 1
+FORMAT = 2  # 2: RNG states as tensors and ints (loads with weights_only=True)
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -79,15 +81,26 @@ def fingerprint_differences(saved: dict, current: dict) -> list[str]:
 
 
 def rng_state() -> dict:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Every generator's state as tensors and ints only: ``state.pt`` loads with ``weights_only=True``."""
+    version, mt, gauss = random.getstate()
+    numpy = np.random.get_state(legacy=False)
+    state = {
+        "python": {"version": version, "mt": torch.tensor(mt, dtype=torch.int64), "gauss": gauss},
+        "numpy": {"key": torch.from_numpy(numpy["state"]["key"].astype(np.int64)), "pos": int(numpy["state"]["pos"]),
+                  "has_gauss": int(numpy["has_gauss"]), "gauss": float(numpy["gauss"])},
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
 def set_rng_state(state: dict) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    py, npy = state["python"], state["numpy"]
+    random.setstate((py["version"], tuple(int(x) for x in py["mt"].tolist()), py["gauss"]))
+    np.random.set_state({"bit_generator": "MT19937", "state": {"key": npy["key"].numpy().astype(np.uint32),
+                                                              "pos": npy["pos"]},
+                         "has_gauss": npy["has_gauss"], "gauss": npy["gauss"]})
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -98,15 +111,48 @@ def save_checkpoint(path: str | Path, state: dict) -> None:
         torch.save(state, tmp)
 
 
+def _first_sentence(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text.split(". ")[0][:160]
+
+
+def _read(path: Path) -> dict:
+    """``torch.load`` with ``weights_only=True``: tensors and plain data only, so a crafted pickle runs nothing."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        if found:  # outside the allow-list: what a plain pickle load would have called
+            raise InputError(f"refused: not only tensors and plain data (it names {found[1]}); loading it could "
+                             f"run code (checkpoints before format {FORMAT} held such objects: train again)",
+                             str(path)) from None
+        detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(exc))
+        raise InputError(f"unreadable checkpoint, corrupt or truncated ({detail[1] if detail else 'unpickling error'})",
+                         str(path)) from None
+    except (RuntimeError, EOFError, ValueError, OSError, KeyError, AttributeError) as exc:  # truncated, garbage
+        raise InputError(f"unreadable checkpoint, corrupt or truncated ({type(exc).__name__}: "
+                         f"{_first_sentence(exc)})", str(path)) from None
+    if not isinstance(state, dict):
+        raise InputError(f"not a training checkpoint (a {type(state).__name__}, not a mapping)", str(path))
+    return state
+
+
 def load_checkpoint(path: str | Path, current: dict | None = None) -> dict:
-    """Read ``state.pt``; with ``current``, refuse a checkpoint of another model or config, naming the difference."""
+    """Read ``state.pt``; with ``current``, refuse a checkpoint of another model or config, naming the difference.
+
+    Loads with ``weights_only=True`` (tensors, numbers, strings, lists, dicts): the file is
+    never trusted to run code, whatever its fingerprint says.
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError("checkpoint not found", str(path))
-    state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
+    state = _read(path)
     missing = [k for k in STATE_KEYS if k not in state]
     if missing:
         raise InputError(f"not a training checkpoint (missing {', '.join(missing)})", str(path), field=missing[0])
+    if state["format"] != FORMAT:
+        raise InputError(f"checkpoint format {state['format']!r}, this version reads {FORMAT} (train again)",
+                         str(path), field="format")
     if current is not None:
         diff = fingerprint_differences(state["fingerprint"], current)
         if diff:
