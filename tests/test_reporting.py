@@ -305,3 +305,22 @@ def test_a_gate_switched_off_or_pointed_nowhere_is_a_clear_error(repo, tmp_path,
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "pr").exists()  # nothing written
+
+
+def test_strata_comparisons_split_seen_from_unseen_in_a_family_of_their_own():
+    from retrieval_lab.reporting import Retriever, strata_comparisons
+
+    def entries(values, seen):
+        return {f"q{i}": {"measures": {"nDCG@10": v}, "seen": i in seen} for i, v in enumerate(values)}
+
+    # seen q0..q2 gain 0.25 each; unseen q3..q5 lose 0.125, 0, 0.125 -> mean -1/12
+    base = entries([0.5, 0.5, 0.5, 0.5, 0.5, 0.5], {0, 1, 2})
+    head = entries([0.75, 0.75, 0.75, 0.375, 0.5, 0.375], {0, 1, 2})
+    changed = Retriever("ft", ("b", "h"), base, head)
+    one_sided = Retriever("bm25", ("b", "h"), entries([0.5, 0.6], set()), entries([0.6, 0.6], set()))
+    rows, header = strata_comparisons([changed, one_sided], "nDCG@10", 0.95, 2000, 5)
+    assert [(n, s, r["queries"]) for n, s, r in rows] == [("ft", "seen", 3), ("ft", "unseen", 3)]
+    assert rows[0][2]["mean_difference"] == pytest.approx(0.25)
+    assert rows[1][2]["mean_difference"] == pytest.approx(-0.25 / 3)
+    assert header["family_size"] == 2  # bm25 has no seen query: nothing to split, not in the family
+    assert strata_comparisons([one_sided], "nDCG@10", 0.95, 2000, 5) == ([], None)

@@ -324,6 +324,44 @@ def _short_verdict(stats: dict[str, dict]) -> str:
     return "; ".join(parts) or "no significant difference"
 
 
+def strata_comparisons(changed: list[Retriever], measure: str, level: float, permutations: int,
+                       seed: int) -> tuple[list[tuple[str, str, dict]], dict | None]:
+    """(retriever, stratum, row) for each changed retriever whose head per-query results carry both
+    strata (seen: a relevant document is a training positive; unseen: none is), one family of its
+    own, and its header (None when no retriever has both strata). Shown, not gated: the gate's
+    family stays the one of the overall differences."""
+    items, labels = [], []
+    for r in changed:
+        flags = {q: entry.get("seen") for q, entry in r.head.items()}
+        if any(not isinstance(flag, bool) for flag in flags.values()):
+            continue
+        base, head = r.values(measure, "base"), r.values(measure, "head")
+        shared = set(base) & set(head)
+        groups = {name: sorted(q for q in shared if flags.get(q) is flag)
+                  for name, flag in (("seen", True), ("unseen", False))}
+        if not all(groups.values()):
+            continue
+        for name, ids in groups.items():
+            items.append(({q: base[q] for q in ids}, {q: head[q] for q in ids}))
+            labels.append((r.name, name))
+    if not items:
+        return [], None
+    rows = compare_family(items, level, permutations, seed)
+    return [(n, s, row) for (n, s), row in zip(labels, rows)], family_header(len(rows), level, permutations, seed)
+
+
+def _strata_lines(strata: list[tuple[str, str, dict]], header: dict, measure: str) -> list[str]:
+    lines = ["", f"## Seen and unseen queries ({measure}; shown, not gated)", "",
+             "A query is *seen* when one of its relevant documents is a positive of a training query, *unseen* "
+             "otherwise: the unseen rows say what a change carries over to documents training never saw.", "",
+             "| retriever | queries | base → head | difference | interval | verdict |", "|---|---:|---|---:|---|---|"]
+    for name, stratum, row in strata:
+        lines.append(f"| {name} | {row['queries']} {stratum} | {row['baseline_mean']:.4f} → "
+                     f"{row['candidate_mean']:.4f} | {row['mean_difference']:+.4f} | {_interval(row)} | "
+                     f"{row['verdict'].replace('candidate', 'head').replace('baseline', 'base')} |")
+    return lines + ["", rule_sentence(header, "stratum comparisons in this table")]
+
+
 def build_report(base: str, head: str | None, out_dir: str | Path, params: Params, repo: str = ".",
                  retrievers: list[str] | None = None, top: int = 10, tolerance: float = 0.0) -> dict:
     """Write ``out_dir/report.md`` and PNGs; return per-retriever statistics and the gate's regressions."""
@@ -404,6 +442,10 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
                          f"{row['verdict'].replace('candidate', 'head').replace('baseline', 'base')} |")
         lines += ["", "</details>"]
 
+    strata, strata_header = strata_comparisons(changed, measure, ev.ci_level, ev.permutations, ev.seed)
+    if strata:
+        lines += _strata_lines(strata, strata_header, measure)
+
     losses = {}
     lines += ["", f"## Queries that moved most: losses on {measure}, by the head run's failure class", ""]
     for r in changed:
@@ -462,4 +504,5 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     return {"retrievers": {r.name: r.stats for r in changed}, "unchanged": unchanged, "family": header,
             "regressions": [{"retriever": n, "measure": m, **row} for n, m, row in regressions],
             "cannot_judge": [{"retriever": n, "reason": why} for n, why in blind],
+            "strata": [{"retriever": n, "stratum": s, **row} for n, s, row in strata],
             "losses": losses, "plots": plots, "metrics_diff": diff}
