@@ -337,6 +337,58 @@ def test_bad_override(override, field, reason, beir, params, tmp_path, capsys):
     assert_untouched(out, is_dir=True)
 
 
+@pytest.mark.parametrize("setting, field", [
+    ("bm25.k1: .nan", "bm25.k1"),       # an empty run, exit 0
+    ("fusion.rrf_k: .inf", "fusion.rrf_k"),  # every fused score 0
+    ("mine.margin: .nan", "mine.margin"),  # NaN in the mining audit
+], ids=["k1_nan", "rrf_k_inf", "margin_nan"])
+def test_non_finite_parameter_in_file_and_override(setting, field, beir, params, tmp_path, capsys):
+    section, value = setting.split(": ")
+    out = tmp_path / "run.trec"
+    plant(out)
+    argv = ["retrieve", "--retriever", "bm25", "--dataset", str(beir), "--output", str(out)]
+    params.write_text(f"# a comment\n{section.split('.')[0]}:\n  {section.split('.')[1]}: {value}\n")
+    fails([*argv, "--params", str(params)], capsys, params, 3, field, "expected a finite number")
+    params.write_text("# defaults\n")
+    err = fails([*argv, "--params", str(params), "--set", f"{section}={value}"], capsys, None, None, field,
+                "expected a finite number")
+    assert str(params) not in err and f"(from --set {section}={value})" in err
+    assert_untouched(out)
+
+
+def test_duplicate_key_in_params_file(beir, params, tmp_path, capsys):
+    out = tmp_path / "run.trec"
+    plant(out)
+    params.write_text("bm25:\n  k1: 1.2\n  b: 0.75\n  k1: 0.9\n")
+    fails(["retrieve", "--retriever", "bm25", "--dataset", str(beir), "--output", str(out),
+           "--params", str(params)], capsys, params, 4, None, "duplicate key 'k1' (lines 2 and 4)")
+    assert_untouched(out)
+
+
+def test_depth_given_twice_is_refused(beir, params, tmp_path, capsys):
+    out = tmp_path / "run.trec"
+    plant(out)
+    argv = ["retrieve", "--retriever", "bm25", "--dataset", str(beir), "--output", str(out), "--params", str(params)]
+    for override in ("retrieve.depth=5", "retrieve={depth: 5}"):
+        fails([*argv, "--depth", "3", "--set", override], capsys, None, None, "--depth",
+              f"--depth 3 and --set {override} both set the depth: give one")
+    assert_untouched(out)
+    assert cli.main([*argv, "--depth", "3", "--set", "retrieve.fields=[text]"]) == 0  # another retrieve key
+    assert cli.main([*argv, "--set", "retrieve.depth=2"]) == 0
+    assert max(int(line.split()[3]) for line in out.read_text().splitlines()) == 2
+
+
+def test_mine_audit_refuses_mining_flags(beir, params, tmp_path, capsys):
+    negatives = tmp_path / "negatives.jsonl"
+    negatives.write_text("", encoding="utf-8")
+    out = tmp_path / "mined"
+    plant(out, is_dir=True)
+    fails(["mine", "--dataset", str(beir), "--audit", str(negatives), "--strategy", "hard", "--output", str(out),
+           "--params", str(params)], capsys, None, None, "--audit",
+          "--audit only checks a file; it takes no --strategy, --output")
+    assert_untouched(out, is_dir=True)
+
+
 # ----------------------------------------------------------------------------- the model files
 
 

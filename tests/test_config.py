@@ -124,3 +124,116 @@ def test_variant_side_and_epochs_are_checked(tmp_path):
     path.write_text("train: {variants: {q: {negatives: hard, side: query, epochs: 0}}}\n")
     with pytest.raises(InputError, match="train.variants.q.epochs"):
         load_params(path)
+
+
+def float_keys(cls, prefix: str = "") -> list[str]:
+    """Every key of the schema holding a float: plain, optional (X | None) or a list of floats."""
+    keys = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key, tp = f"{prefix}.{f.name}" if prefix else f.name, hints[f.name]
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if dataclasses.is_dataclass(tp):
+            keys += float_keys(tp, key)
+        elif typing.get_origin(tp) is dict and dataclasses.is_dataclass(typing.get_args(tp)[1]):
+            for name in getattr(cls(), f.name):
+                keys += float_keys(typing.get_args(tp)[1], f"{key}.{name}")
+        elif tp is float or args == [float] or typing.get_origin(tp) is list and args == [float]:
+            keys.append(key)
+    return keys
+
+
+FLOAT_KEYS = float_keys(Params)
+LIST_KEYS = {"fusion.rrf_k_grid", "fusion.alpha_grid"}
+
+
+def test_the_float_walk_finds_every_kind_of_float():
+    # plain, optional, nested under a mapping of variants, and lists
+    assert {"bm25.k1", "mine.margin", "train.max_grad_norm", "train.variants.query.temperature",
+            "fusion.rrf_k_grid", "evaluate.ci_level", "train.lr", "fusion.rrf_k"} <= set(FLOAT_KEYS)
+    assert len(FLOAT_KEYS) == 22  # generate 1, prepare 4 (train, val, test, val_from_train), bm25 2, fusion 4, mine 1, train 4 + 4 variants, evaluate 2
+
+
+def _nested_yaml(key: str, value: str) -> tuple[str, int]:
+    """``a.b.c`` -> the YAML setting it (a list key as a one-item flow list) and the line of ``c``."""
+    parts = key.split(".")
+    lines = [f"{'  ' * depth}{part}:" for depth, part in enumerate(parts)]
+    lines[-1] += f" [{value}]" if key in LIST_KEYS else f" {value}"
+    return "dataset: support\n" + "\n".join(lines) + "\n", len(parts) + 1
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+@pytest.mark.parametrize("key", FLOAT_KEYS)
+def test_every_float_must_be_finite(key, value, tmp_path, monkeypatch):
+    # NaN slips through every range check (nan < 0 and nan > 1 are both false): bm25.k1=.nan gave an
+    # empty run with exit 0, mine.margin=.nan wrote NaN into the audit, rrf_k=.inf made every score 0
+    field = f"{key}[0]" if key in LIST_KEYS else key
+    path = tmp_path / "params.yaml"
+    text, line = _nested_yaml(key, value)
+    path.write_text(text)
+    with pytest.raises(InputError) as info:
+        load_params(path)
+    assert (info.value.path, info.value.line, info.value.field) == (str(path), line, field), str(info.value)
+    assert "expected a finite number" in info.value.reason
+    monkeypatch.chdir(tmp_path)  # params.yaml here is the bad file: the override must be the one blamed
+    path.write_text("dataset: support\n")
+    override = f"{key}=[{value}]" if key in LIST_KEYS else f"{key}={value}"
+    with pytest.raises(InputError) as info:
+        load_params(None, [override])
+    assert info.value.field == field and f"(from --set {override})" in str(info.value), str(info.value)
+    assert "expected a finite number" in info.value.reason
+
+
+def test_an_integer_too_large_for_a_float_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="field 'bm25.k1': expected a finite number, got inf"):
+        load_params(None, ["bm25.k1=1" + "0" * 400])  # float(10**400) overflows
+
+
+def test_permutations_are_bounded(tmp_path, monkeypatch):
+    # 1e11 sign flips grew to 20 GB before the kernel killed the command
+    monkeypatch.chdir(tmp_path)
+    assert load_params(None, ["evaluate.permutations=10000000"]).evaluate.permutations == 10**7
+    with pytest.raises(InputError, match=r"field 'evaluate.permutations': must lie in \[1, 10000000\]"):
+        load_params(None, ["evaluate.permutations=100000000000"])
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path):
+    # plain YAML keeps the last value silently: k1 0.9 would win over the 1.2 the reader sees first
+    path = tmp_path / "params.yaml"
+    path.write_text("bm25:\n  k1: 1.2\n  b: 0.75\n  k1: 0.9\n")
+    with pytest.raises(InputError) as info:
+        load_params(path)
+    assert (info.value.path, info.value.line) == (str(path), 4)
+    assert info.value.reason == "duplicate key 'k1' (lines 2 and 4)"
+    path.write_text("bm25: {k1: 1.2}\nlsa: {dims: 8}\nbm25: {b: 0.5}\n")  # a whole section twice
+    with pytest.raises(InputError, match=r"params.yaml:3: duplicate key 'bm25' \(lines 1 and 3\)"):
+        load_params(path)
+
+
+def test_a_key_given_twice_in_an_override_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError, match="field 'bm25': duplicate key 'k1' in --set bm25={k1: 1, k1: 2}"):
+        load_params(None, ["bm25={k1: 1, k1: 2}"])
+
+
+def test_merge_keys_may_repeat_what_they_merge(tmp_path):
+    # `<<: *base` then an explicit key is how YAML says "like base, but": not a duplicate
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  variants:\n    hard: &base {negatives: hard, temperature: 0.05}\n"
+                    "    warm: {<<: *base, temperature: 0.1}\n")
+    variants = load_params(path).train.variants
+    assert (variants["warm"].negatives, variants["warm"].temperature) == ("hard", 0.1)
+
+
+def test_python_tags_are_still_refused(tmp_path, capsys):
+    from retrieval_lab import cli
+
+    path = tmp_path / "params.yaml"
+    marker = tmp_path / "ran"
+    path.write_text(f"bm25: !!python/object/apply:pathlib.Path.touch [{str(marker)!r}]\n")
+    assert cli.main(["encode", "--dataset", str(tmp_path), "--output", str(tmp_path / "out"),
+                     "--params", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}:1: invalid YAML: could not determine a constructor") and err.count("\n") == 1
+    assert not marker.exists()

@@ -49,6 +49,24 @@ def test_weighted_depth_cut_happens_before_min_max():
     assert fused["q1"] == pytest.approx({"x": 1.0, "y": 0.0})
 
 
+def test_weighted_near_the_float_limits_by_hand():
+    # max - min = 1.7e308 - (-1.7e308) overflows to inf: plain min-max gave 0 for the middle document and
+    # inf / inf = nan for the best. By hand: top 1, bottom 0, middle (0 + 1.7e308) / 3.4e308 = 0.5
+    huge = {"q": {"top": 1.7e308, "mid": 0.0, "bottom": -1.7e308}}
+    small = {"q": {"mid": 2.0, "top": 1.0}}  # min-max: mid 1, top 0
+    fused = weighted.fuse([huge, small], alpha=0.5, depth=10)["q"]
+    assert fused == {"top": 0.5 * 1 + 0.5 * 0, "mid": 0.5 * 0.5 + 0.5 * 1, "bottom": 0.0}  # exact: 0.5, 0.75, 0
+    # a quarter of the span: (-0.85e308 + 1.7e308) / 3.4e308 = 0.25, exact in halves too
+    quarter = weighted.fuse([{"q": {"a": 1.7e308, "b": -0.85e308, "c": -1.7e308}}, {}], 1.0, 10)["q"]
+    assert quarter == {"a": 1.0, "b": 0.25, "c": 0.0}
+
+
+def test_weighted_refuses_a_score_that_is_not_finite():
+    with pytest.raises(InputError, match="not finite") as err:
+        weighted.fuse([{"q": {"a": float("inf"), "b": 1.0}}, B], 0.5, 10)
+    assert err.value.field == "--runs"
+
+
 def test_weighted_needs_two_runs_and_alpha_in_range():
     with pytest.raises(InputError, match="exactly 2 runs"):
         weighted.fuse([A, B, A], 0.5, 10)

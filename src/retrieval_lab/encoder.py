@@ -224,6 +224,16 @@ class Encoder:
         # training may wrap the model (DistributedDataParallel keeps it as .module)
         return int(getattr(self.model, "module", self.model).config.hidden_size)
 
+    def check_max_length(self, max_length: int, field: str) -> None:
+        """Refuse a token limit beyond the model's position embeddings (its forward pass would fail on a
+        long text, deep into the work)."""
+        config = getattr(self.model, "module", self.model).config
+        limit = getattr(config, "max_position_embeddings", None)
+        if limit is not None and max_length > limit:
+            name = self.source.get("name") or self.source.get("hub") or self.source.get("model_dir") or "the model"
+            raise InputError(f"{max_length} tokens exceed the maximum of {name}: {limit} "
+                             "(max_position_embeddings)", field=field)
+
     def _tokenize(self, texts: list[str], max_length: int):
         batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length,
                                return_tensors="pt")
@@ -246,6 +256,7 @@ class Encoder:
         longest text, so a batch of short and long texts costs far less, with the same
         embeddings up to float rounding.
         """
+        self.check_max_length(max_length, "train.max_seq_length")
         if not chunk or len(texts) <= chunk:
             batch, _ = self._tokenize(texts, max_length)
             return self._forward(batch)
@@ -269,6 +280,7 @@ class Encoder:
         """
         if batch_size < 1:
             raise InputError(f"batch size must be positive, got {batch_size}", field="dense.batch_size")
+        self.check_max_length(max_length, "dense.max_seq_length")
         texts = list(texts)
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -26,7 +26,10 @@ from statistics import NormalDist
 
 import numpy as np
 
-_CHUNK = 1 << 21  # sign values held at once: bounds memory for many queries x permutations
+from .core.config import MAX_PERMUTATIONS
+
+_CHUNK = 1 << 21  # sign values drawn at once: bounds memory for many queries x permutations
+_BUFFER = 1 << 20  # interval-end candidates held at once: larger counts take more passes over the signs
 ADJUSTMENT = "bonferroni"
 POWER = 0.8  # for the minimum detectable effect
 
@@ -64,12 +67,14 @@ def _differences(baseline, candidate) -> np.ndarray:
     return b - a  # (n,)
 
 
-def _split_brackets(d: np.ndarray, permutations: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """For each random sign vector: the lower and the higher of the mean of d over its + queries
-    and over its - queries (an empty side makes the bracket the whole line), each sorted."""
+def _bracket_chunks(d: np.ndarray, permutations: int, seed: int):
+    """For each random sign vector, chunk by chunk: the lower and the higher of the mean of d over its +
+    queries and over its - queries (an empty side makes the bracket the whole line). The same seed
+    replays the same vectors, so a caller may read the stream more than once."""
     n, total = len(d), float(d.sum())
     rows = max(1, _CHUNK // n)
-    lows, highs = [], []
+    tolerance = 1e-12 * max(1.0, float(np.abs(d).max()))  # a subset mean equal to 0 up to rounding is 0
+    rng = np.random.default_rng(seed)
     for start in range(0, permutations, rows):
         plus = rng.random((min(rows, permutations - start), n)) < 0.5  # (r, n) sign +1
         count = plus.sum(axis=1)  # (r,)
@@ -78,20 +83,98 @@ def _split_brackets(d: np.ndarray, permutations: int, rng: np.random.Generator) 
             mean_plus = sum_plus / count
             mean_minus = (total - sum_plus) / (n - count)
         one_sided = (count == 0) | (count == n)
-        lows.append(np.where(one_sided, -np.inf, np.fmin(mean_plus, mean_minus)))
-        highs.append(np.where(one_sided, np.inf, np.fmax(mean_plus, mean_minus)))
-    tolerance = 1e-12 * max(1.0, float(np.abs(d).max()))  # a subset mean equal to 0 up to rounding is 0
-    low, high = np.concatenate(lows), np.concatenate(highs)  # (P,) each
-    low[np.abs(low) <= tolerance] = 0.0
-    high[np.abs(high) <= tolerance] = 0.0
-    return np.sort(low), np.sort(high)
+        low = np.where(one_sided, -np.inf, np.fmin(mean_plus, mean_minus))  # (r,)
+        high = np.where(one_sided, np.inf, np.fmax(mean_plus, mean_minus))  # (r,)
+        low[np.abs(low) <= tolerance] = 0.0
+        high[np.abs(high) <= tolerance] = 0.0
+        yield low, high
 
 
-def _adjusted_p(permutations: int, family_size: int) -> np.ndarray:
-    """Adjusted p for every count c = 0..P of sign vectors at least as extreme: min(1, m (1 + c) / (1 + P))."""
-    # one table decides both p and the interval, so they cannot disagree even by rounding
-    raw = family_size * (1.0 + np.arange(permutations + 1)) / (1.0 + permutations)
-    return np.maximum.accumulate(np.minimum(1.0, raw))  # (P + 1,)
+def _keys(x: np.ndarray) -> np.ndarray:
+    """uint64 keys in the order of the float64 values x (no NaN; -0.0 never occurs, see the tolerance)."""
+    bits = x.view(np.uint64)
+    return np.where(bits >> np.uint64(63), ~bits, bits | np.uint64(1 << 63))
+
+
+class _Select:
+    """The k-th smallest (0-based) of a replayable stream in memory independent of its length: radix
+    selection on the values' sortable bits, 16 at a time, until the candidates fit in ``_BUFFER``."""
+
+    def __init__(self, k: int, size: int):
+        self.k, self.prefix, self.fixed, self.candidates = k, 0, 0, size  # top `fixed` key bits == prefix
+        self.value: float | None = None
+        self._collected: list[np.ndarray] = []
+        self._histogram = np.zeros(1 << 16, dtype=np.int64)
+
+    def _matching(self, x: np.ndarray):
+        if self.fixed == 0:
+            return x, _keys(x)
+        keys = _keys(x)
+        keep = (keys >> np.uint64(64 - self.fixed)) == np.uint64(self.prefix)
+        return x[keep], keys[keep]
+
+    def feed(self, x: np.ndarray) -> None:
+        values, keys = self._matching(x)
+        if self.candidates <= _BUFFER:
+            self._collected.append(values)
+        else:
+            digit = (keys >> np.uint64(48 - self.fixed)) & np.uint64(0xFFFF)
+            self._histogram += np.bincount(digit.astype(np.int64), minlength=1 << 16)
+
+    def end_pass(self) -> None:
+        if self.candidates <= _BUFFER:
+            self.value = float(np.partition(np.concatenate(self._collected), self.k)[self.k])
+            return
+        below = np.cumsum(self._histogram)  # (65536,)
+        digit = int(np.searchsorted(below, self.k, side="right"))  # the bin holding the k-th
+        self.k -= int(below[digit - 1]) if digit else 0
+        self.prefix, self.fixed = (self.prefix << 16) | digit, self.fixed + 16
+        self.candidates = int(self._histogram[digit])
+        self._histogram[:] = 0
+        if self.fixed == 64:  # every candidate has this key: they are all the value
+            key = np.array([self.prefix], dtype=np.uint64)
+            self.value = float(np.where(key >> np.uint64(63), key & ~np.uint64(1 << 63), ~key).view(np.float64)[0])
+
+
+def _split_brackets(d: np.ndarray, permutations: int, seed: int, j: int) -> tuple[int, float, float]:
+    """c0 = min(#{L <= 0}, #{U >= 0}) over the brackets [L_s, U_s] of the sign vectors s, and, for
+    j >= 0, the order statistics L_(j+1) and U_(P-j) (1-based, ascending); memory independent of P."""
+    at_least = [0, 0]
+    selects = [_Select(j, permutations), _Select(permutations - 1 - j, permutations)] if j >= 0 else []
+    first = True
+    while first or any(s.value is None for s in selects):
+        for low, high in _bracket_chunks(d, permutations, seed):
+            if first:
+                at_least[0] += int(np.count_nonzero(low <= 0))
+                at_least[1] += int(np.count_nonzero(high >= 0))
+            for select, x in zip(selects, (low, high)):
+                if select.value is None:
+                    select.feed(x)
+        for select in selects:
+            if select.value is None:
+                select.end_pass()
+        first = False
+    ends = (selects[0].value, selects[1].value) if selects else (-np.inf, np.inf)
+    return min(at_least), *ends
+
+
+def _adjusted_p(count: int, permutations: int, family_size: int) -> float:
+    """Adjusted p of ``count`` sign vectors at least as extreme: min(1, m (1 + c) / (1 + P))."""
+    return min(1.0, family_size * (1.0 + count) / (1.0 + permutations))
+
+
+def _tail(permutations: int, family_size: int, alpha: float) -> int:
+    """j = max{c in 0..P : adjusted p(c) <= alpha}, -1 if none: the splits left beyond each interval end.
+
+    One formula decides both p and the interval, so they cannot disagree even by rounding; it rises
+    with c (exact integers over one divisor), so the estimate needs at most a step or two of correction.
+    """
+    j = min(permutations, max(-1, int(alpha * (1.0 + permutations) / family_size) - 1))
+    while j < permutations and _adjusted_p(j + 1, permutations, family_size) <= alpha:
+        j += 1
+    while j >= 0 and _adjusted_p(j, permutations, family_size) > alpha:
+        j -= 1
+    return j
 
 
 def minimum_detectable_effect(differences, level: float, power: float = POWER) -> float:
@@ -125,19 +208,16 @@ def paired_comparison(baseline, candidate, family_size: int = 1, family_level: f
         raise ValueError(f"family_level must be in (0, 1), got {family_level}")
     if family_size < 1:
         raise ValueError(f"family_size must be >= 1, got {family_size}")
-    if permutations < 1:
-        raise ValueError(f"permutations must be >= 1, got {permutations}")
+    if not 1 <= permutations <= MAX_PERMUTATIONS:
+        raise ValueError(f"permutations must lie in [1, {MAX_PERMUTATIONS}], got {permutations}")
     d = _differences(baseline, candidate)
-    low, high = _split_brackets(d, permutations, np.random.default_rng(seed))
-    c0 = min(int(np.count_nonzero(low <= 0)), int(np.count_nonzero(high >= 0)))
     alpha = 1 - family_level
-    adjusted = _adjusted_p(permutations, family_size)
-    j = int(np.searchsorted(adjusted, alpha, side="right")) - 1  # -1: too few permutations to reject
-    ends = (float(low[j]), float(high[permutations - 1 - j])) if j >= 0 else (-np.inf, np.inf)
+    j = _tail(permutations, family_size, alpha)  # -1: too few permutations to reject
+    c0, low, high = _split_brackets(d, permutations, seed, j)
     level = 1 - alpha / family_size
     return Comparison(
-        mean_difference=float(d.mean()), low=ends[0], high=ends[1],
-        p_value=float(_adjusted_p(permutations, 1)[c0]), p_adjusted=float(adjusted[c0]),
+        mean_difference=float(d.mean()), low=low, high=high,
+        p_value=_adjusted_p(c0, permutations, 1), p_adjusted=_adjusted_p(c0, permutations, family_size),
         mde=minimum_detectable_effect(d, level), queries=len(d), family_size=family_size,
         family_level=family_level, level=level, permutations=permutations, seed=seed, tail=j)
 

@@ -42,9 +42,13 @@ def _print_failures(audit: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..core.data import empty_documents_note, load_dataset
+    from ..core.errors import InputError
     from ..mining import MiningAuditError, audit_negatives, check_strategy, mine_to_dir
     from ..runs import read_run
 
+    extra = [name for name in ("run", "strategy", "output") if getattr(args, name) is not None]
+    if args.audit and extra:  # an audit writes nothing and mines nothing: these would be silently ignored
+        raise InputError(f"--audit only checks a file; it takes no --{', --'.join(extra)}", field="--audit")
     params = params_of(args).mine
     dataset = load_dataset(args.dataset)
     note = empty_documents_note(dataset.corpus, consequence="left out of the mining pool")

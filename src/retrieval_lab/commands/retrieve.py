@@ -49,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
     check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, "dense.lock": params.dense.lock},
                 files={"--output": args.output})
     cls = retrievers.get(args.retriever)
+    if args.depth is not None:
+        both = [text for text in args.overrides if text.split("=", 1)[0].strip() in ("retrieve", "retrieve.depth")]
+        if both:  # two values for one setting: neither may win silently
+            raise InputError(f"--depth {args.depth} and --set {both[0]} both set the depth: give one",
+                             field="--depth")
     depth = params.retrieve.depth if args.depth is None else args.depth
     if depth < 1:
         raise InputError(f"depth must be positive, got {depth}", field="--depth")

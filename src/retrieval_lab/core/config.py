@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -191,6 +192,7 @@ NEGATIVES = ("hard", "random")
 SIDES = ("both", "query")
 SCHEDULES = ("constant", "linear", "cosine")  # training/loop.py: schedule_factor
 SELECTIONS = ("best", "last")
+MAX_PERMUTATIONS = 10**7  # stats.py: each pass over the sign flips draws queries x permutations numbers
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a dataset, run or variant name: also a path part
 _MEASURE = re.compile(r"[A-Za-z]+(\([A-Za-z0-9=,_ ]*\))?(@\d+)?")
@@ -333,7 +335,7 @@ RULES = {
     "train.variants.*.side": _one_of(SIDES), "train.variants.*.epochs": _POSITIVE,
     "evaluate.measures": _each(_MEASURE_NAME), "evaluate.diagnose_k": _POSITIVE,
     "evaluate.judged_threshold": _UNIT, "evaluate.ci_level": _between(0.0, 1.0, True, True),
-    "evaluate.resamples": _POSITIVE, "evaluate.permutations": _POSITIVE,
+    "evaluate.resamples": _POSITIVE, "evaluate.permutations": _between(1, MAX_PERMUTATIONS),
     "compare.pairs": _pairs, "compare.measure": _MEASURE_NAME,
     # numpy, scikit-learn and FAISS take 32-bit unsigned seeds
     **{f"{section}.seed": _between(0, 2**32 - 1) for section in
@@ -381,19 +383,12 @@ def _coerce(value: Any, tp, where: str, source: str) -> Any:
     """Check ``value`` against the annotation ``tp``; return it (dataclasses built)."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        if type(None) in typing.get_args(tp) and isinstance(value, str) and value.strip().lower() == "none":
+        options = [option for option in typing.get_args(tp) if option is not type(None)]
+        if len(options) != 1:
+            raise TypeError(f"unsupported annotation {tp} at {where}: only X | None")
+        if value is None or isinstance(value, str) and value.strip().lower() == "none":
             return None  # `none` turns an optional setting off, like null
-        errors = []
-        for option in typing.get_args(tp):
-            try:
-                return _coerce(value, option, where, source)
-            except InputError as exc:
-                errors.append(exc.reason)
-        raise InputError(f"expected {tp}, got {value!r}", source, field=where)
-    if tp is type(None):
-        if value is None:
-            return None
-        raise InputError(f"expected null, got {value!r}", source, field=where)
+        return _coerce(value, options[0], where, source)  # its own reason, e.g. "expected a finite number"
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise InputError(f"expected a mapping, got {value!r}", source, field=where)
@@ -411,7 +406,13 @@ def _coerce(value: Any, tp, where: str, source: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"expected a number, got {value!r}", source, field=where)
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if not math.isfinite(number):  # YAML .nan, .inf, 1.0e999: every range check would let NaN through
+            raise InputError(f"expected a finite number, got {number}", source, field=where)
+        return number
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(f"expected an integer, got {value!r}", source, field=where)
@@ -445,6 +446,37 @@ def params_from_dict(data: dict | None, source: str = "params.yaml") -> Params:
     return params
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key, first: int, again: int):
+        self.key, self.first, self.again = key, first, again  # 1-based lines
+        super().__init__(f"duplicate key {key!r} (lines {first} and {again})")
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader (no ``!!python`` tags) that refuses a mapping naming a key twice: plain YAML keeps the
+    last value without a word, so a setting written twice would silently lose one of them."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may repeat keys: that is its point
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise DuplicateKeyError(key, seen[key], line)
+                seen[key] = line
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                break
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str):
+    """YAML as params take it: safe tags only, no key twice in one mapping (:class:`DuplicateKeyError`)."""
+    return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``section.key=value`` → (["section", "key"], value).
 
@@ -457,7 +489,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not raw.strip():
         return key.strip().split("."), None
     try:
-        value = yaml.safe_load(raw)
+        value = parse_yaml(raw)
+    except DuplicateKeyError as exc:
+        raise InputError(f"duplicate key {exc.key!r} in --set {text}", field=key.strip()) from None
     except yaml.YAMLError:
         value = raw
     return key.strip().split("."), value
@@ -492,10 +526,14 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
     data: dict = {}
     if path.exists():
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = parse_yaml(path.read_text(encoding="utf-8")) or {}
+        except DuplicateKeyError as exc:
+            raise InputError(str(exc), str(path), exc.again) from None
         except yaml.YAMLError as exc:
             line = getattr(getattr(exc, "problem_mark", None), "line", None)
-            raise InputError(f"invalid YAML: {exc}", str(path), None if line is None else line + 1)
+            # the reason without PyYAML's quoted snippet, so that the error stays one line
+            reason = " ".join(filter(None, (getattr(exc, "context", None), getattr(exc, "problem", None))))
+            raise InputError(f"invalid YAML: {reason or exc}", str(path), None if line is None else line + 1)
         if not isinstance(data, dict):
             raise InputError("expected a mapping at the top level", str(path))
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from ..core.errors import InputError
 from ..runs import Run
 from .base import top_depth
@@ -13,10 +15,14 @@ def _minmax(pairs: list[tuple[str, float]]) -> dict[str, float]:
     if not pairs:
         return {}
     scores = [s for _, s in pairs]
+    if not all(math.isfinite(s) for s in scores):
+        raise InputError(f"a run score is not finite ({min(scores)} .. {max(scores)})", field="--runs")
     low, high = min(scores), max(scores)
     if high == low:  # one document, or all tied: each is the run's best
         return {d: 1.0 for d, _ in pairs}
-    return {d: (s - low) / (high - low) for d, s in pairs}
+    if math.isinf(high - low):  # e.g. -1.7e308 .. 1.7e308: the span overflows, its half cannot
+        low, high, scores = low / 2, high / 2, [s / 2 for s in scores]  # exact but for subnormal scores
+    return {d: (s - low) / (high - low) for (d, _), s in zip(pairs, scores)}
 
 
 def fuse(runs: list[Run], alpha: float, depth: int) -> Run:

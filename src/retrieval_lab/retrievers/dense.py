@@ -31,7 +31,12 @@ def build_index(matrix: np.ndarray, factory: str = "Flat", seed: int = 0):
         ivf = faiss.try_extract_index_ivf(index)
         if ivf is not None:
             ivf.cp.seed = seed  # k-means initialisation
-        index.train(matrix)
+        try:
+            index.train(matrix)
+        except RuntimeError as exc:  # e.g. IVF1024 on 4 documents: k-means needs a point per centroid
+            reason = str(exc).split("failed: ")[-1].splitlines()[0]
+            raise InputError(f"{factory!r} cannot be trained on the {len(matrix)} documents: {reason}",
+                             field="dense.faiss_factory") from None
     if hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0:
         resources = faiss.StandardGpuResources()
         index = faiss.index_cpu_to_gpu(resources, 0, index)

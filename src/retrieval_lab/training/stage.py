@@ -55,6 +55,9 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                              f"{dataset.path}", str(base_embeddings), field="--base-embeddings")
         data = with_frozen_documents(data, frozen)
     encoder = load(params.dense.lock, device, "dense.lock")
+    # both limits before training: the final encode reads dense.max_seq_length only after every step
+    encoder.check_max_length(train.max_seq_length, "train.max_seq_length")
+    encoder.check_max_length(params.dense.max_seq_length, "dense.max_seq_length")
     fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)
     if stop_after is not None and checkpoint is None:
         checkpoint = default_checkpoint(model_out)
