@@ -237,3 +237,25 @@ def test_python_tags_are_still_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path}:1: invalid YAML: could not determine a constructor") and err.count("\n") == 1
     assert not marker.exists()
+
+
+def test_built_in_defaults_are_the_repository_params_yaml():
+    # A command run outside the repository (no params.yaml) must behave as the pipeline does.
+    import dataclasses
+
+    from beir_fixtures import REPO
+
+    from retrieval_lab.core.config import Params, load_params
+
+    built_in, pipeline = dataclasses.asdict(Params()), dataclasses.asdict(load_params(REPO / "params.yaml"))
+    # the one exception: the pipeline names the lock by path, the package ships the same file as "builtin"
+    assert (built_in["dense"].pop("lock"), pipeline["dense"].pop("lock")) == ("builtin", "models/base.lock.json")
+    assert (REPO / "models" / "base.lock.json").read_bytes() == \
+        (REPO / "src" / "retrieval_lab" / "models" / "base.lock.json").read_bytes()
+
+    def differences(a, b, prefix=""):
+        if isinstance(a, dict) and isinstance(b, dict):
+            return [d for k in sorted(set(a) | set(b)) for d in differences(a.get(k), b.get(k), f"{prefix}{k}.")]
+        return [] if a == b else [f"{prefix[:-1]}: built-in {a!r}, params.yaml {b!r}"]
+
+    assert differences(built_in, pipeline) == []

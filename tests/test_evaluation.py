@@ -39,7 +39,7 @@ def tiny(tmp_path):
     dataset = write_beir(tmp_path / "ds", CORPUS, QUERIES, {"test": QRELS})
     run_path = tmp_path / "runs" / "sys.trec"
     write_run(run_path, RUN, tag="sys")
-    params = params_from_dict({"evaluate": {"measures": MEASURES, "diagnose_k": 1},
+    params = params_from_dict({"evaluate": {"measures": MEASURES, "diagnose_k": 1, "judged_threshold": 0.5},
                                "retrieve": {"depth": 3}})
     return dataset, run_path, params
 
@@ -93,7 +93,7 @@ def test_evaluate_stage_keeps_other_files_in_the_reports_folder(tiny, tmp_path):
 def test_evaluate_command(tiny, tmp_path, capsys):
     dataset, run_path, _ = tiny
     params = tmp_path / "params.yaml"
-    params.write_text("evaluate:\n  measures: [RR, Judged@2]\n  diagnose_k: 1\n")
+    params.write_text("evaluate:\n  measures: [RR, Judged@2]\n  diagnose_k: 1\n  judged_threshold: 0.5\n")
     argv = ["--dataset", str(dataset), "--split", "test", "--run", str(run_path), "--metrics",
             str(tmp_path / "m.json"), "--reports", str(tmp_path / "rep"), "--params", str(params)]
     assert run_command("evaluate", argv) == 0

@@ -1,6 +1,10 @@
 """All parameters, read in one place and checked: unknown keys and wrong types are errors.
 
 ``params.yaml`` maps onto :class:`Params`; each stage takes its own section
+(the built-in defaults below equal the repository's params.yaml, key for key, except
+``dense.lock``: ``builtin`` is the packaged copy of ``models/base.lock.json``;
+``tests/test_config.py`` fails when they drift, so a command run outside the pipeline
+behaves as the pipeline does)
 (``params.bm25``, ``params.train`` ...). ``--set section.key=value`` overrides use
 the same schema, so the command line and the pipeline cannot drift apart.
 """
@@ -85,7 +89,7 @@ class FusionParams:
     rrf_k: float = 60.0
     alpha: float = 0.5
     depth: int = 100
-    tune: bool = False  # grid search on the qrels given to `fuse --qrels` (train queries); false: fixed values
+    tune: bool = True  # grid search on the qrels given to `fuse --qrels` (val queries); false: fixed values
     rrf_k_grid: list[float] = field(default_factory=lambda: [10.0, 20.0, 40.0, 60.0, 100.0])
     alpha_grid: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
     tune_measure: str = "nDCG@10"
@@ -113,7 +117,7 @@ class TrainVariant:
 @dataclass(frozen=True)
 class TrainParams:
     seed: int = 42
-    epochs: int = 1
+    epochs: int = 2
     max_steps: int | None = None
     batch_size: int = 32
     lr: float = 2.0e-5
@@ -143,7 +147,7 @@ class EvaluateParams:
         "Success@1", "Success@10", "R@10", "R@100", "P@10", "RR@10", "RR", "nDCG@10",
         "AP@10", "AP@100", "Judged@10"])
     diagnose_k: int = 10
-    judged_threshold: float = 0.5
+    judged_threshold: float = 0.1
     ci_level: float = 0.95    # family level of the simultaneous intervals (compare, report, compare-runs)
     permutations: int = 10000   # random sign flips of the paired randomization test
     seed: int = 5
@@ -151,7 +155,10 @@ class EvaluateParams:
 
 @dataclass(frozen=True)
 class CompareParams:
-    pairs: list[list[str]] = field(default_factory=lambda: [["dense", "dense-ft-hard"]])
+    pairs: list[list[str]] = field(default_factory=lambda: [
+        ["dense", "dense-ft-hard"], ["dense", "dense-ft-query"], ["dense-ft-hard", "dense-ft-query"],
+        ["bm25", "dense"], ["dense-ft-hard", "fused-rrf"], ["bm25", "fused-rrf"],
+        ["dense-ft-hard", "fused-weighted"], ["bm25", "fused-weighted"]])
     measure: str = "nDCG@10"
     key_measures: list[str] = field(default_factory=lambda: ["R@100", "RR@10"])  # report: beside measure
 
@@ -583,7 +590,8 @@ def as_dict(obj) -> Any:
 def add_params_args(parser: argparse.ArgumentParser) -> None:
     """``--params`` and ``--set``, the same on every command."""
     parser.add_argument("--params", default=None,
-                        help=f"params file (default: {DEFAULT_PARAMS} when present, else the built-in defaults)")
+                        help=f"params file (default: {DEFAULT_PARAMS} when present, else the built-in defaults, "
+                             "which are the repository's params.yaml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a parameter, checked against the same schema (repeatable)")
 
