@@ -21,6 +21,7 @@ from .core.data import (
     empty_documents_note,
     load_dataset,
     positives,
+    qrels_splits,
     write_corpus,
     write_qrels,
     write_queries,
@@ -137,7 +138,7 @@ def prepare(raw_dir: str | Path, out_dir: str | Path, params: PrepareParams,
     Fails (nothing written) when the audit finds leakage.
     """
     raw_dir = Path(raw_dir)
-    given = sorted(p.stem for p in (raw_dir / "qrels").glob("*.tsv"))
+    given = qrels_splits(raw_dir / "qrels")
     if "train" in given and "test" in given:
         mode = "given"
         dataset = load_dataset(raw_dir, [s for s in SPLITS if s in given])
