@@ -190,16 +190,18 @@ def test_ids_with_whitespace_are_refused_where_they_enter(tmp_path, reader, bad_
     assert f"{bad_id!r} contains whitespace ({char})" in str(err)
 
 
-@pytest.mark.parametrize("row,field", [
-    ("q 1\td1\t1", "query-id"),  # read by whitespace: TREC row (q, 1, d1, 1), query "q" judged silently
-    ("q1\td 1\t1", "corpus-id"),
-    ("q1\t0\td 1\t1", "corpus-id"),
+@pytest.mark.parametrize("row,field,reason", [
+    ("q 1\td1\t1", "query-id", "has spaces inside"),  # by whitespace: TREC row (q, 1, d1, 1), "q" judged
+    ("q1\td 1\t1", "corpus-id", "has spaces inside"),
+    ("q1\t0\td 1\t1", "corpus-id", "has spaces inside"),
+    ("q1\t0\t\t1", "corpus-id", "column 3 is empty"),  # by whitespace: BEIR row (q1, "0", 1)
+    ("q1 0\rd1 1", "corpus-id", "CARRIAGE RETURN"),  # a bare CR inside a line: by whitespace (q1, 0, d1, 1)
 ])
-def test_qrels_cell_with_spaces_inside_is_refused(tmp_path, row, field):
+def test_qrels_columns_that_would_be_guessed_are_refused(tmp_path, row, field, reason):
     path = tmp_path / "test.tsv"
-    path.write_text(f"query-id\tcorpus-id\tscore\nq1\td1\t1\n{row}\n", encoding="utf-8")
+    path.write_text(f"query-id\tcorpus-id\tscore\nq1\td1\t1\n{row}\n", encoding="utf-8", newline="")
     err = _error(read_qrels, path)
-    assert (err.line, err.field) == (3, field) and "has spaces inside" in str(err)
+    assert (err.line, err.field) == (3, field) and reason in str(err)
 
 
 @pytest.mark.parametrize("row", ["q\u00a01 d1 1", "q1\u2003d1 1"])  # no-break space, em space

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .core.atomic import atomic_path
-from .core.data import columns, id_problem, text_lines
+from .core.data import columns, id_problem, plain_line, text_lines
 from .core.errors import InputError
 
 Run = dict[str, dict[str, float]]
@@ -37,7 +37,7 @@ def read_run(path: str | Path) -> Run:
     for number, line in text_lines(Path(path)):
         if not line.strip():
             continue
-        parts = columns(line, path, number, _RUN_COLUMNS)
+        parts = line.split() if plain_line(line) else columns(line, path, number, _RUN_COLUMNS)
         if len(parts) != 6:
             raise InputError(f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}",
                              str(path), number)
@@ -88,9 +88,9 @@ def write_run(path: str | Path, run: Run, tag: str, depth: int | None = None) ->
             if not math.isfinite(score):
                 raise ValueError(f"non-finite score {score} for query {qid!r} document {did!r}")
         # readers refuse such ids where they enter; one here is a bug, and would not read back
-        for item in (qid, *docs):
-            if id_problem(item):
-                raise ValueError(f"id {item!r} contains {id_problem(item)}: a TREC run cannot carry it")
+        if id_problem(qid + "".join(docs)):  # one scan of all the query's ids, then find the culprit
+            bad = next(item for item in (qid, *docs) if id_problem(item))
+            raise ValueError(f"id {bad!r} contains {id_problem(bad)}: a TREC run cannot carry it")
     if not tag or id_problem(tag):
         raise ValueError(f"run tag {tag!r} must be one non-empty word")
     with atomic_path(path) as tmp, open(tmp, "wb") as raw, contextlib.ExitStack() as stack:

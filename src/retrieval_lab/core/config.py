@@ -208,7 +208,12 @@ def token_pattern(pattern: str, source: str | None = "params.yaml") -> re.Patter
 def is_stopword_file(spec: str) -> bool:
     """A ``tokenizer.stopwords`` value naming a file rather than a language."""
     path = Path(spec)
-    return bool(path.suffix) or "/" in spec or path.exists()
+    if path.suffix or "/" in spec:
+        return True
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long, or holding a NUL, names no file
+        return False
 
 
 def _stemmer(value):
@@ -450,7 +455,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         return key.strip().split("."), None
     try:
         value = yaml.safe_load(raw)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         value = raw
     return key.strip().split("."), value
 
@@ -483,8 +488,14 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
     path = Path(DEFAULT_PARAMS if path is None else path)
     data: dict = {}
     if path.exists():
+        raw = path.read_bytes()
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = yaml.safe_load(raw.decode("utf-8")) or {}
+        except UnicodeDecodeError as exc:
+            raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path),
+                             raw[:exc.start].count(b"\n") + 1) from None
+        except RecursionError:
+            raise InputError("invalid YAML: nested too deeply", str(path)) from None
         except yaml.YAMLError as exc:
             line = getattr(getattr(exc, "problem_mark", None), "line", None)
             raise InputError(f"invalid YAML: {exc}", str(path), None if line is None else line + 1)

@@ -128,35 +128,49 @@ def check_id(value: str, path: str | Path, line: int, field: str) -> None:
                          str(path), line, field)
 
 
-_SEPARATOR = re.compile(r"[ \t\r\n]+")
-_PLAIN = re.compile(r"[\x20-\x7e\t\r\n]*")  # printable ASCII: no odd character in any column
+_SEPARATOR = re.compile(r"[ \t]+")
+
+
+def plain_line(line: str) -> bool:
+    """The usual line, nothing to doubt: cut by spaces alone (no tab, no control character, no
+    other whitespace, no U+FEFF). A hot path: readers test it before calling :func:`columns`."""
+    return line.rstrip("\r\n").isprintable()
 
 
 def columns(line: str, path: str | Path, number: int, names: dict[int, tuple[str, ...]]) -> list[str]:
     """The whitespace-separated columns of one line of a TREC/BEIR table, refusing ambiguous ones.
 
     ``names`` maps each valid column count to its field names (to name the field at fault).
-    Spaces inside a tab-separated cell (``q 1<TAB>d1<TAB>1``), or other whitespace or a
-    byte-order mark inside a column, would cut the line where its writer did not: such a
-    line is an error, not a guess.
+    Spaces inside a tab-separated cell (``q 1<TAB>d1<TAB>1``), an empty one between two tabs,
+    and other whitespace (a no-break space, a carriage return before the line end) or a
+    byte-order mark inside a column would cut the line where its writer did not: such a
+    line is an error, not a guess. Runs of spaces are one separator (aligned columns).
     """
     parts = line.split()
-    plain = _PLAIN.fullmatch(line)
-    if "\t" in line and (" " in line or not plain):
-        cells = [c for c in (c.strip() for c in line.split("\t")) if c]
-        for index, cell in enumerate(cells):
-            if _SEPARATOR.search(cell):
-                raise InputError(f"tab-separated column {index + 1} {cell!r} has spaces inside: an id cannot "
-                                 "hold whitespace, nor can a line mix tab and space separators", str(path),
-                                 number, _field(names, len(cells), index))
-    if not plain:
-        tokens = _SEPARATOR.split(line.strip())
-        for index, token in enumerate(tokens):
+    if plain_line(line):
+        return parts
+    body = line.removesuffix("\n").removesuffix("\r")
+    if "\t" in body and (" " in body or "\t\t" in body):
+        _check_tab_cells(body, path, number, names)
+    if not body.replace("\t", " ").isprintable():
+        for index, token in enumerate(tokens := _SEPARATOR.split(body.strip())):
             problem = id_problem(token)
             if problem:
                 raise InputError(f"column {index + 1} {token!r} contains {problem}", str(path), number,
                                  _field(names, len(tokens), index))
     return parts
+
+
+def _check_tab_cells(body: str, path: str | Path, number: int, names: dict[int, tuple[str, ...]]) -> None:
+    cells = [c.strip(" ") for c in body.strip().split("\t")]  # tabs at either end are padding
+    for index, cell in enumerate(cells):
+        field = _field(names, len(cells), index)
+        if not cell:
+            raise InputError(f"tab-separated column {index + 1} is empty", str(path), number, field)
+        if " " in cell:
+            raise InputError(f"tab-separated column {index + 1} {cell!r} has spaces inside: an id cannot "
+                             "hold whitespace, nor can a line mix tab and space separators", str(path), number,
+                             field)
 
 
 def _field(names: dict[int, tuple[str, ...]], count: int, index: int) -> str | None:
@@ -266,7 +280,7 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
     for number, line in text_lines(path):
         if not line.strip():
             continue
-        parts = columns(line, path, number, _QRELS_COLUMNS)
+        parts = line.split() if plain_line(line) else columns(line, path, number, _QRELS_COLUMNS)
         if number == 1 and parts[:2] == ["query-id", "corpus-id"]:
             continue
         if len(parts) == 3:
