@@ -79,7 +79,7 @@ def raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
         raise InputError(f"unreadable gzip data after line {number} ({exc})", str(path), number + 1) from None
 
 
-UTF8_BOM = b"\xef\xbb\xbf"
+_UTF8_BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
@@ -93,7 +93,7 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
         if number == 1:
             if raw.startswith(_UTF16_BOMS):
                 raise InputError("UTF-16 text (byte-order mark): save the file as UTF-8", str(path), 1)
-            raw = raw.removeprefix(UTF8_BOM)
+            raw = raw.removeprefix(_UTF8_BOM)
         try:
             yield number, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -102,8 +102,6 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 # Every character str.isspace() accepts, i.e. what str.split() cuts on (tests check the list), and U+FEFF.
 _ODD_IN_ID = re.compile("[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]")
-
-
 _CONTROL_NAMES = {"\t": "TAB", "\n": "LINE FEED", "\x0b": "LINE TABULATION", "\x0c": "FORM FEED",
                   "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE"}  # unicodedata has no name for controls
 
