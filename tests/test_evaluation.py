@@ -192,3 +192,75 @@ def test_strata_split_seen_from_unseen_queries_with_test_qrels_outside_the_datas
     per_query = json.loads((tmp_path / "rep" / "per_query.json").read_text())["queries"]
     assert {q: e["seen"] for q, e in per_query.items()} == {"q1": True, "q2": False, "q4": False}
     assert "strata: seen (1 queries) RR 0.5000; unseen (2 queries) RR 0.1667" in capsys.readouterr().out
+
+
+def test_eval_reads_a_bom_prefixed_trec_run_and_qrels_like_the_plain_ones(tiny, tmp_path, capsys):
+    # the case: "\ufeffq1" as the first query id lowered nDCG@10 and exited 0
+    _, run_path, _ = tiny
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("".join(f"{q} 0 {d} {s}\n" for q, d, s in QRELS), encoding="utf-8")
+    bom_run, bom_qrels = tmp_path / "bom.trec", tmp_path / "bom-qrels.txt"
+    bom_run.write_bytes("\ufeff".encode() + run_path.read_bytes())
+    bom_qrels.write_bytes("\ufeff".encode() + qrels.read_bytes())
+    results = []
+    for q, r in [(qrels, run_path), (bom_qrels, bom_run)]:
+        assert run_command("eval", [str(q), str(r), "-m", "nDCG@3", "--json"]) == 0
+        results.append(next(iter(json.loads(capsys.readouterr().out).values())))
+    plain, marked = results
+    # nDCG@3 = (1/log2 3 + 0.5 / (2 + 1/log2 3) + 0) / 3, as in the stage test above
+    assert marked["nDCG@3"] == plain["nDCG@3"] == pytest.approx((1 / math.log2(3) + 0.5 / (2 + 1 / math.log2(3))) / 3)
+    assert marked["run_queries_not_in_qrels"] == plain["run_queries_not_in_qrels"] == 1  # qx only
+
+
+def test_eval_refuses_the_same_run_twice(tiny, tmp_path, capsys, monkeypatch):
+    dataset, run_path, _ = tiny
+    qrels = dataset / "qrels" / "test.tsv"
+    assert run_command("eval", [str(qrels), str(run_path), str(run_path), "-m", "RR"]) == 2
+    assert "run given twice" in capsys.readouterr().err
+    monkeypatch.chdir(run_path.parent)  # the same file under two spellings
+    assert run_command("eval", [str(qrels), "sys.trec", f"../{run_path.parent.name}/sys.trec", "-m", "RR"]) == 2
+    assert "run given twice (also as sys.trec)" in capsys.readouterr().err
+    copy = tmp_path / "copy.trec"
+    copy.write_bytes(run_path.read_bytes())  # a copy is another run: both shown
+    assert run_command("eval", [str(qrels), str(run_path), str(copy), "-m", "RR", "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)) == ["sys.trec", "copy.trec"]
+
+
+def test_every_measure_with_fewer_queries_says_how_many_it_averages(tiny, tmp_path, capsys):
+    # R(rel=2)@1 needs a judgment >= 2: only q2 (d3 = 2) of the 3 evaluated queries q1, q2, q4 has one.
+    # q2 ranks d5, d6, d4: d3 not retrieved -> R(rel=2)@1 = 0 over 1 query; RR averages all 3.
+    dataset, run_path, params = tiny
+    qrels = dataset / "qrels" / "test.tsv"
+    assert run_command("eval", [str(qrels), str(run_path), "-m", "R(rel=2)@1", "-m", "RR"]) == 0
+    text = capsys.readouterr().out
+    assert "sys.trec: R(rel=2)@1 averages 1 of 3 queries (2 have no judgment >= 2)" in text
+    assert "RR averages" not in text and "Judged@1 averages" not in text
+    assert run_command("eval", [str(qrels), str(run_path), "-m", "R(rel=2)@1", "-m", "RR", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["sys.trec"]
+    assert (out["queries_evaluated"], out["queries_evaluated[R(rel=2)@1]"], out["queries_without_positive"],
+            out["judged_queries_absent_from_run"], out["run_queries_not_in_qrels"]) == (3, 1, 1, 1, 1)
+    assert "queries_evaluated[RR]" not in out and out["R(rel=2)@1"] == 0.0
+
+    # the evaluate stage's metrics JSON: the key only where the count differs (committed files unchanged)
+    params = params_from_dict({"evaluate": {"measures": ["R(rel=2)@1", "RR"], "diagnose_k": 1},
+                               "retrieve": {"depth": 3}})
+    out = run_evaluation(dataset, "test", run_path, tmp_path / "m.json", tmp_path / "rep", params)
+    assert (out["queries_evaluated"], out["queries_evaluated[R(rel=2)@1]"]) == (3, 1)
+    assert [k for k in out if k.startswith("queries_evaluated[")] == ["queries_evaluated[R(rel=2)@1]"]
+    plain = run_evaluation(dataset, "test", run_path, tmp_path / "p.json", tmp_path / "rep", tiny[2])
+    assert not [k for k in plain if k.startswith("queries_evaluated[")]
+    # a count, not a measure: never compared as one across CPUs nor shown among the PR's measures
+    from retrieval_lab.reporting import is_measure_field
+    from retrieval_lab.reproducibility import measure_values
+
+    assert set(measure_values(out, "sys")) == {"R(rel=2)@1", "RR", "Judged@1"}
+    assert not is_measure_field("queries_evaluated[R(rel=2)@1]")
+
+
+def test_eval_json_writes_null_for_a_measure_no_query_qualifies_for(tiny, capsys):
+    # no judgment >= 3 anywhere: R(rel=3)@1 averages 0 queries; NaN is not JSON
+    dataset, run_path, _ = tiny
+    assert run_command("eval", [str(dataset / "qrels" / "test.tsv"), str(run_path), "-m", "R(rel=3)@1",
+                                "--json"]) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert out["sys.trec"]["R(rel=3)@1"] is None and out["sys.trec"]["queries_evaluated[R(rel=3)@1]"] == 0

@@ -73,3 +73,40 @@ def test_gzipped_runs_read_and_write_transparently(tmp_path, capsys):
     qrels.write_bytes(gzip.compress(b"q1 0 d2 1\r\nq2 0 d3 2\r\n"))
     assert cli.main(["eval", str(qrels), str(packed), "-m", "RR", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["run.trec.gz"]["RR"] == pytest.approx(0.75)
+
+
+def test_a_leading_byte_order_mark_is_not_part_of_the_first_query_id(tmp_path):
+    import gzip
+
+    text = "q1 Q0 d1 1 2.0 t\nq2 Q0 d2 1 1.0 t\n"
+    path = tmp_path / "bom.trec"
+    path.write_bytes("\ufeff".encode() + text.encode())
+    assert read_run(path) == {"q1": {"d1": 2.0}, "q2": {"d2": 1.0}}
+    packed = tmp_path / "bom.trec.gz"
+    packed.write_bytes(gzip.compress("\ufeff".encode() + text.encode()))
+    assert read_run(packed) == {"q1": {"d1": 2.0}, "q2": {"d2": 1.0}}
+
+
+@pytest.mark.parametrize("line,field,reason", [
+    # read by whitespace this is (q, 1, Q0, d1, 1, 2.0): document "Q0" of query "q", score 2.0
+    ("q 1\tQ0\td1\t1\t2.0", None, "column 1 'q 1' has spaces inside"),
+    ("q1\tQ0\td 1\t1\t2.0\tt", "docid", "column 3 'd 1' has spaces inside"),
+    ("q1 Q0 d\u00a01 1 2.0", None, "contains whitespace (U+00A0 NO-BREAK SPACE)"),  # (q1, Q0, d, 1, 1, 2.0)
+    ("q1 Q0 d\u00a01 1 2.0 t", "docid", "contains whitespace (U+00A0 NO-BREAK SPACE)"),
+    ("q1 Q0 d2 1 1_0 t", "score", "not a number"),  # float() reads 10.0
+    ("q1 Q0 d2 1 \u0661 t", "score", "not a number"),  # float() reads 1.0 (Arabic-Indic one)
+])
+def test_read_run_refuses_columns_it_would_have_to_guess(tmp_path, line, field, reason):
+    path = tmp_path / "bad.trec"
+    path.write_text(f"q1 Q0 d0 1 0.9 t\n{line}\n", encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        read_run(path)
+    assert (info.value.line, info.value.field) == (2, field) and reason in str(info.value)
+
+
+@pytest.mark.parametrize("run,tag", [({"q 1": {"d1": 1.0}}, "t"), ({"q1": {"d\t1": 1.0}}, "t"),
+                                     ({"q1": {"d1": 1.0}}, "my tag"), ({"q1": {"d1": 1.0}}, "")])
+def test_write_run_refuses_what_its_reader_would_refuse(tmp_path, run, tag):
+    with pytest.raises(ValueError, match="a TREC run cannot carry it|one non-empty word"):
+        write_run(tmp_path / "r.trec", run, tag=tag)
+    assert list(tmp_path.iterdir()) == []

@@ -157,6 +157,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     out = {
         **result.means,
         "queries_evaluated": report["queries_evaluated"],
+        **metrics.measure_query_counts(report),  # present only for a measure averaged over fewer queries
         "queries_without_positive": report["queries_without_positive"],
         "judged_queries_absent_from_run": report["judged_queries_absent_from_run"],
         "run_queries_not_in_qrels": report["run_queries_not_in_qrels"],

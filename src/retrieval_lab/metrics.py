@@ -347,8 +347,9 @@ def measure_run(qrels: Qrels, run: Run, measures: list[str], judged_only: bool =
     Means and per-query values are keyed by the names as given. Evaluated queries are
     the judged ones with a positive (relevance >= 1); absent from the run they score 0.
     A measure with ``rel=t`` leaves out queries without a judgment >= t (its per-query
-    entry is missing and ``report["excluded_by_measure"]`` counts them; its mean is NaN
-    when no query qualifies).
+    entry is missing, ``report["excluded_by_measure"]`` counts them and
+    ``report["queries_by_measure"]`` gives the number it averages; its mean is NaN when no
+    query qualifies).
     """
     parsed = {name: parse_measure(name) for name in measures}
     queries = _evaluated_queries(qrels)
@@ -380,8 +381,15 @@ def measure_run(qrels: Qrels, run: Run, measures: list[str], judged_only: bool =
         "judged_queries_absent_from_run_ids": _listed(absent),
         "run_queries_not_in_qrels": len(ignored),
         "excluded_by_measure": excluded,
+        "queries_by_measure": {name: len(queries) - n for name, n in excluded.items()},
     }
     return EvalResult(means, per_query, report)
+
+
+def measure_query_counts(report: dict) -> dict[str, int]:
+    """``queries_evaluated[NAME]`` -> queries averaged, for each measure whose count differs from
+    ``queries_evaluated``: flat keys that no reader takes for a measure (``parse_measure`` refuses them)."""
+    return {f"queries_evaluated[{name}]": n for name, n in report["queries_by_measure"].items()}
 
 
 def recall_curve(qrels: Qrels, run: Run, depth: int, judged_only: bool = False) -> np.ndarray:

@@ -28,6 +28,7 @@ from .core.data import (
     empty_documents_note,
     load_dataset,
     positives,
+    qrels_splits,
     write_corpus,
     write_qrels,
     write_queries,
@@ -218,11 +219,6 @@ def _check_leakage(audit: dict, path: Path) -> None:
                            str(path), field="metadata.family")
 
 
-def _qrels_stems(qrels_dir: Path) -> list[str]:
-    return sorted({p.name.removesuffix(".gz").removesuffix(".tsv")
-                   for pattern in ("*.tsv", "*.tsv.gz") for p in qrels_dir.glob(pattern)})
-
-
 def _given_splits(raw_dir: Path, given: list[str], params: PrepareParams) -> tuple[Dataset, dict[str, Qrels], str]:
     """The given train/test splits and their validation split: a given one, or carved from train."""
     named = [name for name in VALIDATION_NAMES if name in given]
@@ -253,7 +249,7 @@ def prepare(raw_dir: str | Path, out_dir: str | Path, heldout_dir: str | Path, p
     Fails (nothing written) when the audit finds leakage, or a query id is in two given splits.
     """
     raw_dir = Path(raw_dir)
-    given = _qrels_stems(raw_dir / "qrels")
+    given = qrels_splits(raw_dir / "qrels")
     if "train" in given and "test" in given:
         mode = "given"
         dataset, splits, validation = _given_splits(raw_dir, given, params)

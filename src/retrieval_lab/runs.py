@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from .core.atomic import atomic_path
-from .core.data import text_lines
+from .core.data import columns, id_problem, plain_line, text_lines
 from .core.errors import InputError
 
 Run = dict[str, dict[str, float]]
@@ -27,6 +27,9 @@ def ranked(scores: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
 
 
+_RUN_COLUMNS = {6: ("qid", "Q0", "docid", "rank", "score", "tag")}
+
+
 def read_run(path: str | Path) -> Run:
     """Read a TREC 6-column run (``qid Q0 docid rank score tag``), checking every line; gzip is read
     transparently (``run.trec.gz``)."""
@@ -34,12 +37,14 @@ def read_run(path: str | Path) -> Run:
     for number, line in text_lines(Path(path)):
         if not line.strip():
             continue
-        parts = line.split()
+        parts = line.split() if plain_line(line) else columns(line, path, number, _RUN_COLUMNS)
         if len(parts) != 6:
             raise InputError(f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}",
                              str(path), number)
         qid, _, did, _, score_text, _ = parts
         try:
+            if not score_text.isascii() or "_" in score_text:  # float() takes "1_0" and non-ASCII digits
+                raise ValueError
             score = float(score_text)
         except ValueError:
             raise InputError(f"score {score_text!r} is not a number", str(path), number, "score") from None
@@ -82,6 +87,12 @@ def write_run(path: str | Path, run: Run, tag: str, depth: int | None = None) ->
         for did, score in docs.items():
             if not math.isfinite(score):
                 raise ValueError(f"non-finite score {score} for query {qid!r} document {did!r}")
+        # readers refuse such ids where they enter; one here is a bug, and would not read back
+        if id_problem(qid + "".join(docs)):  # one scan of all the query's ids, then find the culprit
+            bad = next(item for item in (qid, *docs) if id_problem(item))
+            raise ValueError(f"id {bad!r} contains {id_problem(bad)}: a TREC run cannot carry it")
+    if not tag or id_problem(tag):
+        raise ValueError(f"run tag {tag!r} must be one non-empty word")
     with atomic_path(path) as tmp, open(tmp, "wb") as raw, contextlib.ExitStack() as stack:
         fh = raw
         if str(path).endswith(".gz"):

@@ -30,6 +30,23 @@ def _run_names(paths: list[str]) -> list[str]:
     return [n if names.count(n) == 1 else p for n, p in zip(names, paths)]
 
 
+def _check_distinct(paths: list[str]) -> None:
+    from pathlib import Path
+
+    from ..core.errors import InputError
+
+    seen: dict[Path, str] = {}
+    for path in paths:
+        key = Path(path).resolve()
+        if key in seen:
+            raise InputError(f"run given twice (also as {seen[key]}): each run is measured once", path)
+        seen[key] = path
+
+
+_COUNTS = ("queries_evaluated", "queries_without_positive", "judged_queries_absent_from_run",
+           "run_queries_not_in_qrels")
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -39,16 +56,18 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import json
+    import math
 
     from ..core.data import read_qrels
     from ..evaluation import check_overlap, judged_measures
-    from ..metrics import measure_run, parse_measure
+    from ..metrics import measure_query_counts, measure_run, parse_measure
     from ..runs import read_run
 
     measures = list(dict.fromkeys(args.measures))
     cutoffs = [parse_measure(m).cutoff for m in measures]  # checks every name before reading files
     judged_k = max([c for c in cutoffs if c is not None], default=10)
     shown = list(dict.fromkeys(measures + judged_measures(measures, judged_k)))
+    _check_distinct(args.runs)
     qrels = read_qrels(args.qrels)
     results = {}
     for name, path in zip(_run_names(args.runs), args.runs):
@@ -59,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = {}
         for name, result in results.items():
-            out[name] = {**result.means, "judged_only": args.judged_only}
+            counts = {key: result.report[key] for key in _COUNTS}
+            means = {m: None if math.isnan(v) else v for m, v in result.means.items()}  # no query: null, not NaN
+            out[name] = {**means, "judged_only": args.judged_only, **counts,
+                         **measure_query_counts(result.report)}
             if args.per_query:
                 out[name]["per_query"] = result.per_query
         print(json.dumps(out, indent=2))
@@ -72,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: {rep['queries_evaluated']} queries evaluated; {rep['queries_without_positive']} "
               f"without a positive (excluded); {rep['judged_queries_absent_from_run']} judged but absent "
               f"from the run (scored 0); {rep['run_queries_not_in_qrels']} run queries not in the qrels (ignored)")
+        for measure, n in rep["queries_by_measure"].items():
+            print(f"{name}: {measure} averages {n} of {rep['queries_evaluated']} queries "
+                  f"({rep['excluded_by_measure'][measure]} have no judgment >= {parse_measure(measure).rel})")
     if args.per_query:
         for name, result in results.items():
             print(f"\nper query: {name}")

@@ -223,7 +223,12 @@ def token_pattern(pattern: str, source: str | None = "params.yaml") -> re.Patter
 def is_stopword_file(spec: str) -> bool:
     """A ``tokenizer.stopwords`` value naming a file rather than a language."""
     path = Path(spec)
-    return bool(path.suffix) or "/" in spec or path.exists()
+    if path.suffix or "/" in spec:
+        return True
+    try:
+        return path.exists()
+    except (OSError, ValueError):  # a name too long, or holding a NUL, names no file
+        return False
 
 
 def _stemmer(value):
@@ -499,7 +504,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = parse_yaml(raw)
     except DuplicateKeyError as exc:
         raise InputError(f"duplicate key {exc.key!r} in --set {text}", field=key.strip()) from None
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         value = raw
     return key.strip().split("."), value
 
@@ -532,10 +537,16 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
     path = Path(DEFAULT_PARAMS if path is None else path)
     data: dict = {}
     if path.exists():
+        raw = path.read_bytes()
         try:
-            data = parse_yaml(path.read_text(encoding="utf-8")) or {}
+            data = parse_yaml(raw.decode("utf-8")) or {}
         except DuplicateKeyError as exc:
             raise InputError(str(exc), str(path), exc.again) from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path),
+                             raw[:exc.start].count(b"\n") + 1) from None
+        except RecursionError:
+            raise InputError("invalid YAML: nested too deeply", str(path)) from None
         except yaml.YAMLError as exc:
             line = getattr(getattr(exc, "problem_mark", None), "line", None)
             # the reason without PyYAML's quoted snippet, so that the error stays one line

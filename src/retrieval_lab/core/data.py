@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
+import unicodedata
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -78,13 +80,100 @@ def raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
         raise InputError(f"unreadable gzip data after line {number} ({exc})", str(path), number + 1) from None
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
 def text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, decoded line), naming the line of any invalid UTF-8; gzip is read transparently."""
+    """Yield (line number, decoded line), naming the line of any invalid UTF-8; gzip is read transparently.
+
+    A byte-order mark opening the file is the encoding mark it is, not text: it is dropped
+    (left in, it would become part of the first id).
+    """
     for number, raw in raw_lines(path):
+        if number == 1:
+            if raw.startswith(_UTF16_BOMS):
+                raise InputError("UTF-16 text (byte-order mark): save the file as UTF-8", str(path), 1)
+            raw = raw.removeprefix(_UTF8_BOM)
         try:
             yield number, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number) from None
+
+
+# Every character str.isspace() accepts, i.e. what str.split() cuts on (tests check the list), and U+FEFF.
+_ODD_IN_ID = re.compile("[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]")
+_CONTROL_NAMES = {"\t": "TAB", "\n": "LINE FEED", "\x0b": "LINE TABULATION", "\x0c": "FORM FEED",
+                  "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE"}  # unicodedata has no name for controls
+
+
+def id_problem(text: str) -> str | None:
+    """Why ``text`` cannot be one column of a whitespace-separated TREC file (None when it can)."""
+    match = _ODD_IN_ID.search(text)
+    if match is None:
+        return None
+    char = match.group()
+    if char == "\ufeff":
+        return "a byte-order mark (U+FEFF; files joined together?)"
+    name = _CONTROL_NAMES.get(char) or unicodedata.name(char, "")
+    return f"whitespace (U+{ord(char):04X}{' ' + name if name else ''})"
+
+
+def check_id(value: str, path: str | Path, line: int, field: str) -> None:
+    """Refuse an id that a TREC run or qrels file could not carry as one column."""
+    problem = id_problem(value)
+    if problem:
+        raise InputError(f"id {value!r} contains {problem}: TREC runs and qrels cannot carry it",
+                         str(path), line, field)
+
+
+_SEPARATOR = re.compile(r"[ \t]+")
+
+
+def plain_line(line: str) -> bool:
+    """The usual line, nothing to doubt: cut by spaces alone (no tab, no control character, no
+    other whitespace, no U+FEFF). A hot path: readers test it before calling :func:`columns`."""
+    return line.rstrip("\r\n").isprintable()
+
+
+def columns(line: str, path: str | Path, number: int, names: dict[int, tuple[str, ...]]) -> list[str]:
+    """The whitespace-separated columns of one line of a TREC/BEIR table, refusing ambiguous ones.
+
+    ``names`` maps each valid column count to its field names (to name the field at fault).
+    Spaces inside a tab-separated cell (``q 1<TAB>d1<TAB>1``), an empty one between two tabs,
+    and other whitespace (a no-break space, a carriage return before the line end) or a
+    byte-order mark inside a column would cut the line where its writer did not: such a
+    line is an error, not a guess. Runs of spaces are one separator (aligned columns).
+    """
+    parts = line.split()
+    if plain_line(line):
+        return parts
+    body = line.removesuffix("\n").removesuffix("\r")
+    if "\t" in body and (" " in body or "\t\t" in body):
+        _check_tab_cells(body, path, number, names)
+    if not body.replace("\t", " ").isprintable():
+        for index, token in enumerate(tokens := _SEPARATOR.split(body.strip())):
+            problem = id_problem(token)
+            if problem:
+                raise InputError(f"column {index + 1} {token!r} contains {problem}", str(path), number,
+                                 _field(names, len(tokens), index))
+    return parts
+
+
+def _check_tab_cells(body: str, path: str | Path, number: int, names: dict[int, tuple[str, ...]]) -> None:
+    cells = [c.strip(" ") for c in body.strip().split("\t")]  # tabs at either end are padding
+    for index, cell in enumerate(cells):
+        field = _field(names, len(cells), index)
+        if not cell:
+            raise InputError(f"tab-separated column {index + 1} is empty", str(path), number, field)
+        if " " in cell:
+            raise InputError(f"tab-separated column {index + 1} {cell!r} has spaces inside: an id cannot "
+                             "hold whitespace, nor can a line mix tab and space separators", str(path), number,
+                             field)
+
+
+def _field(names: dict[int, tuple[str, ...]], count: int, index: int) -> str | None:
+    return names[count][index] if count in names else None
 
 
 def _string(obj: dict, key: str, path: Path, line: int, required: bool = True,
@@ -101,6 +190,18 @@ def _string(obj: dict, key: str, path: Path, line: int, required: bool = True,
     return value
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _check_encodable(obj, path: Path, number: int) -> None:
+    # "\ud800" alone parses to a lone surrogate, which no UTF-8 output (a run, a corpus) can hold
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError("lone surrogate escape (\\ud800-\\udfff without its pair): not a character",
+                         str(path), number) from None
+
+
 def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line of a JSONL file of objects."""
     path = Path(path)
@@ -111,6 +212,10 @@ def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), number) from None
+        except RecursionError:
+            raise InputError("malformed JSON (nested too deeply)", str(path), number) from None
+        if _SURROGATE_ESCAPE.search(line):
+            _check_encodable(obj, path, number)
         if not isinstance(obj, dict):
             raise InputError(f"expected a JSON object, got {type(obj).__name__}", str(path), number)
         yield number, obj
@@ -122,6 +227,7 @@ def read_jsonl_records(path: str | Path, kind: str) -> Iterator[tuple[int, dict]
     first_line = {}
     for number, obj in json_objects(path):
         doc_id = _string(obj, "_id", path, number, non_empty=True)
+        check_id(doc_id, path, number, "_id")
         if doc_id in first_line:
             raise InputError(f"duplicate {kind} id {doc_id!r} (first on line {first_line[doc_id]})",
                              str(path), number, "_id")
@@ -158,6 +264,10 @@ def read_queries(path: str | Path) -> dict[str, Query]:
     return queries
 
 
+_QRELS_COLUMNS = {3: ("query-id", "corpus-id", "score"), 4: ("query-id", "iteration", "corpus-id", "score")}
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
 def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | None = None) -> Qrels:
     """Read BEIR qrels (``query-id corpus-id score`` with header) or TREC qrels (``qid 0 docid rel``).
 
@@ -169,7 +279,7 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
     for number, line in text_lines(path):
         if not line.strip():
             continue
-        parts = line.split()
+        parts = line.split() if plain_line(line) else columns(line, path, number, _QRELS_COLUMNS)
         if number == 1 and parts[:2] == ["query-id", "corpus-id"]:
             continue
         if len(parts) == 3:
@@ -181,10 +291,9 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
             qid, _, did, score = parts
         else:
             raise InputError(f"expected 3 (BEIR) or 4 (TREC) columns, got {len(parts)}", str(path), number)
-        try:
-            rel = int(score)
-        except ValueError:
-            raise InputError(f"score {score!r} is not an integer", str(path), number, "score") from None
+        if not _INTEGER.fullmatch(score):  # int() would also take "1_0" and non-ASCII digits
+            raise InputError(f"score {score!r} is not an integer", str(path), number, "score")
+        rel = int(score)
         if queries is not None and qid not in queries:
             raise InputError(f"unknown query id {qid!r}", str(path), number, "query-id")
         if corpus is not None and did not in corpus:
@@ -226,6 +335,12 @@ def _plain_or_gz(path: Path) -> Path:
     return gz if not path.exists() and gz.exists() else path
 
 
+def qrels_splits(qrels_dir: Path) -> list[str]:
+    """The split names of a qrels folder: ``<split>.tsv`` files, gzipped (``.tsv.gz``) or not."""
+    return sorted({p.name.removesuffix(".gz").removesuffix(".tsv")
+                   for pattern in ("*.tsv", "*.tsv.gz") for p in qrels_dir.glob(pattern)})
+
+
 def load_dataset(path: str | Path, splits: list[str] | None = None) -> Dataset:
     """Load and check a BEIR folder; ``splits`` defaults to every ``qrels/*.tsv``.
 
@@ -238,8 +353,7 @@ def load_dataset(path: str | Path, splits: list[str] | None = None) -> Dataset:
     queries = read_queries(_plain_or_gz(path / "queries.jsonl"))
     qrels_dir = path / "qrels"
     if splits is None:
-        splits = sorted({p.name.removesuffix(".gz").removesuffix(".tsv")
-                         for pattern in ("*.tsv", "*.tsv.gz") for p in qrels_dir.glob(pattern)})
+        splits = qrels_splits(qrels_dir)
         if not splits:
             raise InputError("no qrels/<split>.tsv file", str(qrels_dir))
     qrels, report = {}, {"documents": len(corpus), "documents_without_text": len(empty_documents(corpus)),
