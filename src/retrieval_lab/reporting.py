@@ -352,8 +352,8 @@ def strata_comparisons(changed: list[Retriever], measure: str, level: float, per
 
 def _strata_lines(strata: list[tuple[str, str, dict]], header: dict, measure: str) -> list[str]:
     lines = ["", f"## Seen and unseen queries ({measure}; shown, not gated)", "",
-             "A query is *seen* when one of its relevant documents is a positive of a training query, *unseen* "
-             "otherwise: the unseen rows say what a change carries over to documents training never saw.", "",
+             ("A query is *seen* when one of its relevant documents is a positive of a training query, *unseen* "
+             "otherwise: the unseen rows say what a change carries over to documents training never saw."), "",
              "| retriever | queries | base → head | difference | interval | verdict |", "|---|---:|---|---:|---|---|"]
     for name, stratum, row in strata:
         lines.append(f"| {name} | {row['queries']} {stratum} | {row['baseline_mean']:.4f} → "
