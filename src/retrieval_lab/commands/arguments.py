@@ -1,20 +1,8 @@
-"""What several commands share: the output check, argument types and formats of the loss commands."""
+"""What several commands share: argument types and formats of the loss commands."""
 
 from __future__ import annotations
 
-import argparse
-
 from ..core.errors import InputError
-
-
-def check_paths(args: argparse.Namespace, inputs: dict, files: dict | None = None, folders: dict | None = None,
-                into: dict | None = None) -> None:
-    """:func:`core.atomic.check_outputs` with the params file (given, or the default one) among the inputs."""
-    from ..core.atomic import check_outputs
-    from ..core.config import DEFAULT_PARAMS
-
-    params = {"--params": getattr(args, "params", None) or DEFAULT_PARAMS} if hasattr(args, "params") else {}
-    check_outputs({**inputs, **params}, files, folders, into)
 
 
 def comma_floats(text: str) -> list[float]:

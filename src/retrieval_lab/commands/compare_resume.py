@@ -8,8 +8,7 @@ import json
 import sys
 import tempfile
 
-from ..core.config import add_params_args, params_of
-from .arguments import check_paths
+from ..core.config import add_params_args, check_paths, params_of
 
 HELP = "train a tiny setting straight and stopped+resumed; check steps, data order, losses, weights (JSON report)"
 

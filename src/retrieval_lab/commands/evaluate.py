@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, params_of
-from .arguments import check_paths
+from ..core.config import add_params_args, check_paths, params_of
 
 HELP = "the evaluate stage: one run on one split of a prepared dataset -> metrics, per-query values, diagnosis"
 

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, params_of
-from .arguments import check_paths
+from ..core.config import add_params_args, check_paths, params_of
 
 HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on validation qrels"
 

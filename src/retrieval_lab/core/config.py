@@ -607,5 +607,14 @@ def add_params_args(parser: argparse.ArgumentParser) -> None:
                         help="override a parameter, checked against the same schema (repeatable)")
 
 
+def check_paths(args: argparse.Namespace, inputs: dict, files: dict | None = None, folders: dict | None = None,
+                into: dict | None = None) -> None:
+    """:func:`core.atomic.check_outputs` with the params file (given, or the default one) among the inputs."""
+    from .atomic import check_outputs
+
+    params = {"--params": getattr(args, "params", None) or DEFAULT_PARAMS} if hasattr(args, "params") else {}
+    check_outputs({**inputs, **params}, files, folders, into)
+
+
 def params_of(args: argparse.Namespace) -> Params:
     return load_params(args.params, args.overrides)
