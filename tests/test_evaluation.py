@@ -247,6 +247,10 @@ def test_every_measure_with_fewer_queries_says_how_many_it_averages(tiny, tmp_pa
     out = run_evaluation(dataset, "test", run_path, tmp_path / "m.json", tmp_path / "rep", params)
     assert (out["queries_evaluated"], out["queries_evaluated[R(rel=2)@1]"]) == (3, 1)
     assert [k for k in out if k.startswith("queries_evaluated[")] == ["queries_evaluated[R(rel=2)@1]"]
+    argv = ["--dataset", str(dataset), "--run", str(run_path), "--metrics", str(tmp_path / "c.json"), "--reports",
+            str(tmp_path / "crep"), "--set", "evaluate.measures=[R(rel=2)@1, RR]", "--set", "retrieve.depth=3"]
+    assert run_command("evaluate", argv) == 0
+    assert "R(rel=2)@1 averages 1 of 3 queries" in capsys.readouterr().out  # the stage says it too
     plain = run_evaluation(dataset, "test", run_path, tmp_path / "p.json", tmp_path / "rep", tiny[2])
     assert not [k for k in plain if k.startswith("queries_evaluated[")]
     # a count, not a measure: never compared as one across CPUs nor shown among the PR's measures

@@ -30,6 +30,9 @@ def run(args: argparse.Namespace) -> int:
                          log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels)
     shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)
     print(f"evaluate {args.run} on {args.split}: {out['queries_evaluated']} queries; {shown}")
+    for key, n in out.items():
+        if key.startswith("queries_evaluated["):
+            print(f"  {key[len('queries_evaluated['):-1]} averages {n} of {out['queries_evaluated']} queries")
     if "strata_note" in out:
         print(f"  strata: {out['strata_note']}")
     else:
