@@ -11,7 +11,10 @@ On a CUDA machine (``--device cuda``, the default):
 3. **faiss**: a GPU index (faiss-gpu) over the device's fp32 document embeddings must
    return the same top 10 for every test query as the CPU index;
 4. **ddp**, with >= 2 GPUs: one global batch through two nccl processes gives the
-   single process's loss and gradients (dropout off) to rounding.
+   single process's loss and gradients (dropout off) to rounding;
+5. **encode_ddp**, with >= 2 GPUs: the ``encode`` stage under ``torchrun --nproc-per-node 2``
+   (each GPU a shard, rank 0 writing) gives the one-process embeddings (same ids, same
+   order) within ``ENCODE_DDP_TOLERANCE`` per entry.
 
 A check that cannot run here (no faiss GPU build, one GPU) says so and is skipped.
 ``--device cpu`` runs every check on the CPU (what the test suite does at tiny sizes);
@@ -26,6 +29,8 @@ import argparse
 import json
 import os
 import socket
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +43,7 @@ LOCK = ROOT / "models" / "base.lock.json"
 FIELDS = ["title", "text"]
 MIN_COSINE = 0.995
 RESUME_TOLERANCE = 1e-3
+ENCODE_DDP_TOLERANCE = 1e-4  # fp32; other batches pad differently (gloo on the CPU: ~1e-8)
 
 
 def _dataset(data: str):
@@ -126,7 +132,7 @@ def _ddp_worker(rank: int, world: int, port: int, data: str, out: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from retrieval_lab.training.distributed import Distributed
+    from retrieval_lab.distributed import Distributed
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.cuda.set_device(rank)
@@ -178,6 +184,32 @@ def check_ddp(data: str, device: str, workdir: Path) -> dict:
             "passed": loss_diff <= 1e-2 and min(cosines) >= 0.99}
 
 
+def check_encode_ddp(data: str, device: str, max_length: int, workdir: Path) -> dict:
+    """The ``encode`` stage on 2 GPUs (torchrun, nccl) against 1: same ids and order, entries within tolerance."""
+    import torch
+
+    if not device.startswith("cuda") or torch.cuda.device_count() < 2:
+        return {"skipped": f"{torch.cuda.device_count() if device.startswith('cuda') else 0} GPU(s): needs 2"}
+    from retrieval_lab.encoder import load_embeddings
+
+    params = workdir / "defaults.yaml"
+    params.write_text("# every section at its default\n", encoding="utf-8")
+    encode = ["-m", "retrieval_lab.cli", "encode", "--dataset", data, "--model", str(LOCK), "--params", str(params),
+              "--set", "dense.device=cuda", "--set", "dense.bf16=false", "--set", f"dense.max_seq_length={max_length}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    seconds = {}
+    for name, launcher in (("one", []), ("two", ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"])):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, *launcher, *encode, "--output", str(workdir / name)], check=True, env=env)
+        seconds[name] = time.perf_counter() - started
+    one, two = load_embeddings(workdir / "one"), load_embeddings(workdir / "two")
+    same_ids = one.doc_ids == two.doc_ids and one.query_ids == two.query_ids
+    diff = max(float(np.abs(one.doc_embeddings - two.doc_embeddings).max()),
+               float(np.abs(one.query_embeddings - two.query_embeddings).max())) if same_ids else float("inf")
+    return {"docs": len(one.doc_ids), "one_seconds": seconds["one"], "two_seconds": seconds["two"],
+            "same_ids": same_ids, "max_abs_diff": diff, "passed": same_ids and diff <= ENCODE_DDP_TOLERANCE}
+
+
 def run_checks(data: str, device: str, docs: int, steps: int, max_length: int) -> dict:
     import torch
 
@@ -195,7 +227,8 @@ def run_checks(data: str, device: str, docs: int, steps: int, max_length: int) -
         report["train"] = check_train(dataset, device, steps, max_length, Path(tmp))
         report["faiss"] = check_faiss(dataset, device, embeddings, max_length)
         report["ddp"] = check_ddp(data, device, Path(tmp))
-    ran = [report[k] for k in ("encode", "train", "faiss", "ddp") if "skipped" not in report[k]]
+        report["encode_ddp"] = check_encode_ddp(data, device, max_length, Path(tmp))
+    ran = [report[k] for k in ("encode", "train", "faiss", "ddp", "encode_ddp") if "skipped" not in report[k]]
     report["passed"] = all(r["passed"] for r in ran)
     return report
 
@@ -207,7 +240,7 @@ def format_report(report: dict) -> str:
               f"{report['gpus']} GPU(s))")]
     if not report["device"].startswith("cuda"):
         lines.append("  (--device cpu: the checks ran on the CPU; no CUDA call was made)")
-    e, t, f, d = report["encode"], report["train"], report["faiss"], report["ddp"]
+    e, t, f, d, s = report["encode"], report["train"], report["faiss"], report["ddp"], report["encode_ddp"]
     lines.append(f"  encode {e['docs']} docs: min cosine to CPU fp32: fp32 {e['fp32_min_cosine']:.5f} "
                  f"({e['fp32_seconds']:.1f} s), bf16 {e['bf16_min_cosine']:.5f} ({e['bf16_seconds']:.1f} s) "
                  f"[>= {MIN_COSINE}] {'ok' if e['passed'] else 'FAILED'}")
@@ -220,6 +253,11 @@ def format_report(report: dict) -> str:
     lines.append("  ddp: " + (f"skipped: {d['skipped']}" if "skipped" in d else
                               f"loss diff {d['loss_diff']:.2e}, min gradient cosine {d['min_grad_cosine']:.5f} "
                               f"{'ok' if d['passed'] else 'FAILED'}"))
+    lines.append("  encode on 2 processes: " + (
+        f"skipped: {s['skipped']}" if "skipped" in s else
+        f"{s['docs']} docs in {s['two_seconds']:.1f} s (1 process: {s['one_seconds']:.1f} s), same ids "
+        f"{s['same_ids']}, max entry diff {s['max_abs_diff']:.2e} [<= {ENCODE_DDP_TOLERANCE}] "
+        f"{'ok' if s['passed'] else 'FAILED'}"))
     lines.append("passed" if report["passed"] else "FAILED")
     return "\n".join(lines)
 

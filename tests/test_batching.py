@@ -14,10 +14,10 @@ from retrieval_lab.batching import (
     epoch_batches,
     epoch_order,
     make_batch,
-    shard,
 )
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.distributed import shard
 from retrieval_lab.losses import multi_positive_nce
 
 # q1 -> a, b ; q2 -> c, d ; q3 -> e, f.  Mined: q1's negative c is q2's positive; q2's negative a is q1's.

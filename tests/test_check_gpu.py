@@ -41,6 +41,8 @@ def test_every_check_runs_on_the_cpu_and_passes(check_gpu, tmp_path, capsys):
     assert report["train"]["last_losses"] < report["train"]["first_losses"]
     assert report["faiss"] == {"queries": 2, "same_top10": 2, "passed": True}
     assert report["ddp"] == {"skipped": "0 GPU(s): needs 2"}
+    assert report["encode_ddp"] == {"skipped": "0 GPU(s): needs 2"}
+    assert "encode on 2 processes: skipped: 0 GPU(s): needs 2" in text
     assert "no CUDA call was made" in text and text.rstrip().endswith("passed")
 
 

@@ -104,9 +104,3 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, min_size: int 
     batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
     return [b for b in batches if len(b) >= min_size]
 
-
-def shard(n: int, world: int, rank: int) -> tuple[int, int]:
-    """Contiguous [start, end) of ``n`` items for ``rank``: sizes differ by at most one."""
-    base, extra = divmod(n, world)
-    start = rank * base + min(rank, extra)
-    return start, start + base + (1 if rank < extra else 0)

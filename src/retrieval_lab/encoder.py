@@ -338,21 +338,44 @@ class Embeddings:
     timings: dict = field(default_factory=dict)  # printed, never written: outputs must hash the same each run
 
 
-def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[str]) -> Embeddings:
-    """Encode every document (``fields`` joined by a space) and every query, in memory."""
+def _encode(encoder: Encoder, texts: list[str], params: DenseParams, dist_info) -> tuple[np.ndarray | None, int]:
+    """``encoder.encode`` of ``texts`` and how many were truncated. With ``dist_info`` of several processes
+    each rank encodes its contiguous shard (sorted by length within it, as one process sorts them all) and
+    rank 0 gets every row in order, the others None; the count is summed over ranks. ``dist_info`` is a
+    ``retrieval_lab.distributed.Distributed`` passed in, not imported: what reads embeddings (the dense
+    retriever) imports this module, and it runs no distributed code."""
+    if dist_info is None or dist_info.world == 1:
+        return encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16), encoder.last_truncated
+    start, end = dist_info.span(len(texts))
+    local = encoder.encode(texts[start:end], params.batch_size, params.max_seq_length, params.bf16)  # shard x H
+    return dist_info.gather_rows(local, len(texts)), dist_info.total(encoder.last_truncated)
+
+
+def _processes(dist_info) -> dict:
+    # recorded only with several: one process writes exactly the report it always wrote
+    return {"processes": dist_info.world} if dist_info is not None and dist_info.world > 1 else {}
+
+
+def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[str], dist_info=None) -> Embeddings:
+    """Encode every document (``fields`` joined by a space) and every query, in memory.
+
+    With ``dist_info`` (a ``Distributed`` of several processes, torchrun) every rank must call this: each
+    encodes its shard, and rank 0's result holds every row (on the other ranks the matrices are None).
+    Batches then hold other texts than with one process, so rows match one process's to float rounding.
+    """
     doc_ids = list(dataset.corpus)
     query_ids = list(dataset.queries)
     timings, truncated, arrays = {}, {}, {}
     for kind, texts in (("documents", [dataset.corpus[d].content(fields) for d in doc_ids]),
                         ("queries", [dataset.queries[q].text for q in query_ids])):
         start = time.perf_counter()
-        arrays[kind] = encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16)
+        arrays[kind], truncated[kind] = _encode(encoder, texts, params, dist_info)
         timings[kind] = time.perf_counter() - start
-        truncated[kind] = encoder.last_truncated
     report = {
         "model": encoder.source,
         "dataset": str(dataset.path),
         "device": str(encoder.device),
+        **_processes(dist_info),
         "fields": list(fields),
         "max_seq_length": params.max_seq_length,
         "batch_size": params.batch_size,
@@ -368,16 +391,17 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
     return Embeddings(doc_ids, arrays["documents"], query_ids, arrays["queries"], report, timings)
 
 
-def with_queries_of(encoder: Encoder, dataset, base: Embeddings, params: DenseParams) -> Embeddings:
+def with_queries_of(encoder: Encoder, dataset, base: Embeddings, params: DenseParams, dist_info=None) -> Embeddings:
     """``base``'s documents unchanged, every query of ``dataset`` encoded by ``encoder``: the embeddings of a
-    query-side fine-tuned model, which scores against the documents it was trained on."""
+    query-side fine-tuned model, which scores against the documents it was trained on. ``dist_info``: as
+    :func:`embed_dataset`."""
     query_ids = list(dataset.queries)
     start = time.perf_counter()
-    queries = encoder.encode([dataset.queries[q].text for q in query_ids], params.batch_size,
-                             params.max_seq_length, params.bf16)  # Q x H
+    queries, truncated = _encode(encoder, [dataset.queries[q].text for q in query_ids], params, dist_info)  # Q x H
     seconds = time.perf_counter() - start
     report = {**base.report, "model": encoder.source, "documents_model": base.report.get("model"),
-              "queries": len(query_ids), "truncated_queries": encoder.last_truncated, "bf16_queries": params.bf16}
+              **_processes(dist_info), "queries": len(query_ids), "truncated_queries": truncated,
+              "bf16_queries": params.bf16}
     return Embeddings(list(base.doc_ids), base.doc_embeddings, query_ids, queries, report,
                       {"seconds_queries": round(seconds, 3)})
 
@@ -393,11 +417,12 @@ def write_embeddings(embeddings: Embeddings, out_dir: str | Path) -> None:
 
 
 def encode_dataset(encoder: Encoder, dataset, out_dir: str | Path, params: DenseParams,
-                   fields: list[str]) -> dict:
-    """:func:`embed_dataset` then :func:`write_embeddings`; returns the report (``encode_report.json``)
-    with the timings added."""
-    embeddings = embed_dataset(encoder, dataset, params, fields)
-    write_embeddings(embeddings, out_dir)
+                   fields: list[str], dist_info=None) -> dict:
+    """:func:`embed_dataset` then :func:`write_embeddings` (by rank 0 alone with ``dist_info``); returns the
+    report (``encode_report.json``) with the timings added."""
+    embeddings = embed_dataset(encoder, dataset, params, fields, dist_info)
+    if dist_info is None or dist_info.main:
+        write_embeddings(embeddings, out_dir)
     return {**embeddings.report, **embeddings.timings}
 
 

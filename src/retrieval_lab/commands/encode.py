@@ -16,20 +16,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Encode on this process, or, under ``torchrun --nproc-per-node N`` (``--nnodes`` for several machines),
+    each rank a shard of the documents and of the queries, rank 0 writing the folder."""
     from ..core.data import empty_documents_note, load_dataset
+    from ..distributed import end_distributed, init_distributed
     from ..encoder import encode_dataset, load
 
     params = params_of(args)
     model = {"--model": args.model} if args.model else {"dense.lock": params.dense.lock}
     check_paths(args, {"--dataset": args.dataset, **model}, folders={"--output": args.output})
     dataset = load_dataset(args.dataset)  # a bad folder fails before the model loads
-    encoder = load(args.model or params.dense.lock, params.dense.device,
-                   "--model" if args.model else "dense.lock")
+    dist_info, device = init_distributed(params.dense.device)
+    encoder = load(args.model or params.dense.lock, device, "--model" if args.model else "dense.lock")
     note = empty_documents_note(dataset.corpus, params.retrieve.fields, "each is encoded as an empty text")
-    if note:
+    if note and dist_info.main:
         print(f"encode: {note}")
-    report = encode_dataset(encoder, dataset, args.output, params.dense, params.retrieve.fields)
-    print(f"encode: {report['documents']} documents, {report['queries']} queries on {report['device']} "
+    report = encode_dataset(encoder, dataset, args.output, params.dense, params.retrieve.fields, dist_info)
+    end_distributed(dist_info)
+    if not dist_info.main:
+        return 0
+    on = f"{report['device']} x {dist_info.world} processes" if dist_info.world > 1 else report["device"]
+    print(f"encode: {report['documents']} documents, {report['queries']} queries on {on} "
           f"in {report['seconds_documents'] + report['seconds_queries']:.1f}s "
           f"({report['docs_per_second']} docs/s) -> {args.output}")
     for kind in ("documents", "queries"):

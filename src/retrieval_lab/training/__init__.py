@@ -22,10 +22,10 @@ and deterministic algorithms requested, warn-only where none exist); under DDP
 each rank draws its own dropout, so the run also depends on the world size, which
 the checkpoint fingerprint records.
 
-The package, in the order one run uses it:
+The package, in the order one run uses it (DDP's process group, shards and gathers live in
+``retrieval_lab.distributed``, which the ``encode`` stage shares):
 
 ``data``        the training examples and texts (negatives file or mined records -> :class:`TrainingData`)
-``distributed`` DDP: the process group, sharded embedding and all-gather (see that module)
 ``checkpoint``  the run's identity (fingerprint) and its resumable state (``state.pt``)
 ``loop``        :func:`fine_tune`: one training run, top to bottom; its options in :class:`LoopOptions`
 ``stage``       :func:`run_training`: the ``train`` stage (load, fine-tune, save, encode, log)
@@ -34,6 +34,7 @@ The package, in the order one run uses it:
 
 from __future__ import annotations
 
+from ..distributed import Distributed, distributed_model, init_distributed
 from .checkpoint import (
     default_checkpoint,
     fingerprint,
@@ -43,7 +44,6 @@ from .checkpoint import (
     weights_digest,
 )
 from .data import TrainingData, check_negatives_strategy, training_data, variant_of, with_frozen_documents
-from .distributed import Distributed, distributed_model, init_distributed
 from .loop import LoopOptions, TrainResult, fine_tune, total_steps, train_step
 from .resume import compare_resume
 from .stage import run_training, validator, write_live

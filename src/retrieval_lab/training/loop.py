@@ -14,13 +14,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..batching import Batch, epoch_batches, make_batch, shard
+from ..batching import Batch, epoch_batches, make_batch
 from ..core.config import TrainParams
 from ..core.errors import InputError
+from ..distributed import (
+    SINGLE_PROCESS,
+    Distributed,
+    barrier,
+    broadcast_module,
+    distributed_model,
+    gather,
+    shard,
+)
 from ..losses import LossFn, get_loss
 from .checkpoint import FORMAT, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .data import TrainingData
-from .distributed import SINGLE_PROCESS, Distributed, barrier, distributed_model, gather
 
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")  # the usual BERT convention
 
@@ -150,6 +158,8 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
         if params.select == "best" and not stopped and dist_info.main and run.best:
             selected = run.best["step"]
             model.load_state_dict(run.best["state"])
+        if params.select == "best" and not stopped:
+            broadcast_module(model, dist_info)  # every rank re-encodes a shard: all need rank 0's weights
         return TrainResult(run.step, total, run.history, run.validation, stopped, time.perf_counter() - started,
                            selected, patience_stop)
 

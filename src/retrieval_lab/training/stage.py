@@ -11,10 +11,10 @@ from ..core.config import Params
 from ..core.data import Dataset
 from ..core.errors import InputError
 from ..dense_evaluation import dense_means
+from ..distributed import end_distributed, init_distributed
 from ..losses import get_loss
 from .checkpoint import default_checkpoint, fingerprint, weights_digest
 from .data import check_negatives_strategy, training_data, variant_of, with_frozen_documents
-from .distributed import end_distributed, init_distributed
 from .loop import LoopOptions, TrainResult, fine_tune
 
 
@@ -30,7 +30,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     documents its embeddings folder keeps; its mined negatives are unused (every document is a candidate).
     """
     from ..core.data import empty_documents_note, load_dataset
-    from ..encoder import encode_dataset, load, load_embeddings, with_queries_of, write_embeddings
+    from ..encoder import embed_dataset, load, load_embeddings, with_queries_of, write_embeddings
 
     variant = variant_of(params.train, variant_name)
     train = params.train if variant.epochs is None else dataclasses.replace(params.train, epochs=variant.epochs)
@@ -65,7 +65,15 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                           validate=validator(dataset, fields, params, frozen), dist_info=dist_info,
                           progress=progress)
     result = fine_tune(encoder, data, train, options)
-    if dist_info.main and not result.stopped_early:
+    if result.stopped_early:
+        end_distributed(dist_info)
+        return result
+    # every rank re-encodes its shard (fine_tune left rank 0's weights on all); rank 0 writes
+    if frozen is None:
+        embeddings = embed_dataset(encoder, dataset, params.dense, fields, dist_info)
+    else:
+        embeddings = with_queries_of(encoder, dataset, frozen, params.dense, dist_info)
+    if dist_info.main:
         report = {"variant": variant_name, "fingerprint": fp, "steps": result.steps,
                   "device": str(encoder.device), "world_size": dist_info.world,
                   "first_loss": result.history[0]["loss"], "last_loss": result.history[-1]["loss"],
@@ -75,10 +83,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                   "negatives": str(negatives),
                   "base_model": encoder.source}
         encoder.save(model_out, {"training.json": report})
-        if frozen is None:
-            encode_dataset(encoder, dataset, embeddings_out, params.dense, fields)
-        else:
-            write_embeddings(with_queries_of(encoder, dataset, frozen, params.dense), embeddings_out)
+        write_embeddings(embeddings, embeddings_out)
         write_live(live_dir, result)
     end_distributed(dist_info)
     return result
