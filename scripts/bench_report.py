@@ -313,8 +313,8 @@ SCIFACT_RUNS = {
     "dense-ft-random": "fine-tuned, random negatives (ablation)",
     "dense-ft-temperature": "fine-tuned, hard negatives, other temperature (ablation)",
     "dense-ft-query": "fine-tuned query encoder only, against the frozen base documents",
-    "fused-rrf": "BM25 + dense-ft-hard, reciprocal rank fusion",
-    "fused-weighted": "BM25 + dense-ft-hard, weighted score fusion",
+    "fused-rrf": "BM25 + dense-ft-query, reciprocal rank fusion",
+    "fused-weighted": "BM25 + dense-ft-query, weighted score fusion",
 }
 QUALITY_MEASURES = ["nDCG@10", "AP@10", "R@10", "R@100", "RR@10"]
 REFERENCES = [

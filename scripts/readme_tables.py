@@ -32,7 +32,7 @@ LABELS = {
     "dense-ft-random": "dense-ft-random",
     "dense-ft-temperature": "dense-ft-temperature (τ = {temperature})",
     "dense-ft-query": "dense-ft-query (query side only)",
-    "fused-rrf": "fused-rrf (bm25 + dense-ft-hard)",
+    "fused-rrf": "fused-rrf (bm25 + dense-ft-query)",
     "fused-weighted": "fused-weighted",
 }
 

@@ -86,6 +86,7 @@ class DenseParams:
 
 @dataclass(frozen=True)
 class FusionParams:
+    dense: str = "dense-ft-query"  # the dense run fused with bm25 (dvc.yaml: runs/<dataset>/<dense>.trec)
     rrf_k: float = 60.0
     alpha: float = 0.5
     depth: int = 100
@@ -157,8 +158,8 @@ class EvaluateParams:
 class CompareParams:
     pairs: list[list[str]] = field(default_factory=lambda: [
         ["dense", "dense-ft-hard"], ["dense", "dense-ft-query"], ["dense-ft-hard", "dense-ft-query"],
-        ["bm25", "dense"], ["dense-ft-hard", "fused-rrf"], ["bm25", "fused-rrf"],
-        ["dense-ft-hard", "fused-weighted"], ["bm25", "fused-weighted"]])
+        ["bm25", "dense"], ["dense-ft-query", "fused-rrf"], ["bm25", "fused-rrf"],
+        ["dense-ft-query", "fused-weighted"], ["bm25", "fused-weighted"]])
     measure: str = "nDCG@10"
     key_measures: list[str] = field(default_factory=lambda: ["R@100", "RR@10"])  # report: beside measure
 
@@ -329,6 +330,7 @@ RULES = {
     "dense.faiss_factory": _matches(_FAISS_FACTORY, "a FAISS factory string (e.g. Flat, HNSW32, IVF256,Flat)"),
     "dense.lock": lambda value: None if value.strip() else "expected builtin, a lock file, a model folder or "
                                                            "hub:NAME@REVISION",
+    "fusion.dense": _matches(_NAME, "a run name"),
     "fusion.rrf_k": _between(0.0, None, low_open=True), "fusion.alpha": _UNIT, "fusion.depth": _POSITIVE,
     "fusion.rrf_k_grid": _each(_between(0.0, None, low_open=True)), "fusion.alpha_grid": _each(_UNIT),
     "fusion.tune_measure": _MEASURE_NAME,
