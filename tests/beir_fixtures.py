@@ -21,6 +21,23 @@ def write_beir(root: Path, corpus: list[dict], queries: list[dict], qrels: dict[
     return root
 
 
+def write_family_beir(root: Path, families: int = 10, plant: tuple | None = None) -> Path:
+    """A BEIR folder for a family split (qrels/all.tsv): each family f has two procedures (positives,
+    graded 2 and 1) and two queries; ``plant`` adds one judgment (a planted leak)."""
+    corpus, queries, rows = [], [], []
+    for f in range(families):
+        for p in range(2):
+            corpus.append({"_id": f"f{f}-p{p}", "title": f"proc {p}", "text": f"fix family {f} way {p}",
+                           "metadata": {"family": f"fam{f}"}})
+        for q in range(2):
+            queries.append({"_id": f"f{f}-q{q}", "text": f"problem {f} variant {q}",
+                            "metadata": {"family": f"fam{f}"}})
+            rows += [(f"f{f}-q{q}", f"f{f}-p0", 2), (f"f{f}-q{q}", f"f{f}-p1", 1)]
+    if plant:
+        rows.append(plant)
+    return write_beir(root, corpus, queries, {"all": rows})
+
+
 def default_params(folder: Path) -> Path:
     """A params file with no section: every command reads the schema's defaults from it."""
     path = folder / "defaults.yaml"

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from beir_fixtures import REPO, write_beir
+from beir_fixtures import REPO, default_params, write_beir
 
 from retrieval_lab import cli
 from retrieval_lab.core.atomic import MARKER, MARKER_TEXT
@@ -38,9 +38,7 @@ def beir(tmp_path) -> Path:
 
 @pytest.fixture
 def params(tmp_path) -> Path:
-    path = tmp_path / "params.yaml"
-    path.write_text("# defaults for every section\n", encoding="utf-8")
-    return path
+    return default_params(tmp_path)
 
 
 def replace_line(path: Path, number: int, new: str | bytes) -> None:

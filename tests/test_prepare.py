@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from beir_fixtures import write_beir
+from beir_fixtures import write_beir, write_family_beir
 
 from retrieval_lab import cli
 from retrieval_lab.core.config import PrepareParams
@@ -20,24 +20,8 @@ from retrieval_lab.prepare import (
 )
 
 
-def _family_dataset(root, families=10, plant=None):
-    """Each family f: two procedures (positives) and two queries; ``plant`` adds a judgment."""
-    corpus, queries, rows = [], [], []
-    for f in range(families):
-        for p in range(2):
-            corpus.append({"_id": f"f{f}-p{p}", "title": f"proc {p}", "text": f"fix family {f} way {p}",
-                           "metadata": {"family": f"fam{f}"}})
-        for q in range(2):
-            queries.append({"_id": f"f{f}-q{q}", "text": f"problem {f} variant {q}",
-                            "metadata": {"family": f"fam{f}"}})
-            rows += [(f"f{f}-q{q}", f"f{f}-p0", 2), (f"f{f}-q{q}", f"f{f}-p1", 1)]
-    if plant:
-        rows.append(plant)
-    return write_beir(root, corpus, queries, {"all": rows})
-
-
 def test_family_split_keeps_families_whole_and_follows_ratios(tmp_path):
-    raw = _family_dataset(tmp_path / "raw")
+    raw = write_family_beir(tmp_path / "raw")
     audit = prepare(raw, tmp_path / "out", tmp_path / "held", PrepareParams(seed=3, train=0.6, val=0.2, test=0.2))
     # 10 families: val = round(10 * 0.2) = 2, test = 2, train = 10 - 4 = 6; two queries per family
     assert {s: v["families"] for s, v in audit["splits"].items()} == {"train": 6, "val": 2, "test": 2}
@@ -59,7 +43,7 @@ def test_split_is_seeded_and_deterministic(tmp_path):
     a = assign_families(families, PrepareParams(seed=1))
     assert a == assign_families(list(reversed(families)), PrepareParams(seed=1))  # input order irrelevant
     assert a != assign_families(families, PrepareParams(seed=2))
-    raw = _family_dataset(tmp_path / "raw")
+    raw = write_family_beir(tmp_path / "raw")
     prepare(raw, tmp_path / "o1", tmp_path / "h1", PrepareParams())
     prepare(raw, tmp_path / "o2", tmp_path / "h2", PrepareParams())
     for name in ["qrels/train.tsv", "qrels/val.tsv", "corpus.jsonl", "split.json"]:
@@ -76,7 +60,7 @@ def test_planted_cross_family_positive_fails_and_writes_nothing(tmp_path):
     held = next(f for f, s in sorted(fams.items()) if s == "test")
     train = next(f for f, s in sorted(fams.items()) if s == "train")
     plant = (f"f{held[3:]}-q0", f"f{train[3:]}-p0", 1)
-    raw = _family_dataset(tmp_path / "raw", plant=plant)
+    raw = write_family_beir(tmp_path / "raw", plant=plant)
     with pytest.raises(LeakageError) as info:
         prepare(raw, tmp_path / "out", tmp_path / "held", params)
     assert f"f{train[3:]}-p0" in str(info.value) and "queries.jsonl" in str(info.value)
