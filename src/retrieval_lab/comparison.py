@@ -96,10 +96,18 @@ def _read_entries(path: Path) -> dict[str, dict]:
     return per_query_measures(path.read_text(encoding="utf-8"), str(path))
 
 
-def _strata(entries: dict[str, dict]) -> dict[str, bool] | None:
+def strata_flags(entries: dict[str, dict]) -> dict[str, bool] | None:
     """query id -> seen (a relevant document is a training positive), or None when the file has no strata."""
     flags = {q: e.get("seen") for q, e in entries.items()}
     return None if any(not isinstance(v, bool) for v in flags.values()) else flags
+
+
+def strata_groups(queries: set[str], *flags: dict[str, bool]) -> dict[str, list[str]] | None:
+    """``{"seen": [...], "unseen": [...]}`` of ``queries`` (every flags map agreeing), or None unless both
+    strata hold queries: a stratum that is empty, or the whole, adds no comparison."""
+    groups = {name: sorted(q for q in queries if all(f.get(q) is flag for f in flags))
+              for name, flag in (("seen", True), ("unseen", False))}
+    return groups if all(groups.values()) else None
 
 
 def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, family_level: float = 0.95,
@@ -130,17 +138,15 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
                 path = root / name / "per_query.json"
                 entries = _read_entries(path)
                 cache[name] = values_of(entries, measure, str(path))
-                strata[name] = _strata(entries)
+                strata[name] = strata_flags(entries)
     items, where = [], []  # (baseline, candidate) values; (pair index, stratum or None)
     for i, (a, b) in enumerate(pairs):
         items.append((cache[a], cache[b]))
         where.append((i, None))
         if strata[a] is None or strata[b] is None:
             continue
-        shared = set(cache[a]) & set(cache[b])
-        members = {name: {q for q in shared if strata[a][q] is flag and strata[b][q] is flag}
-                   for name, flag in (("seen", True), ("unseen", False))}
-        if all(members.values()):  # a stratum that is empty (or the whole) adds nothing
+        members = strata_groups(set(cache[a]) & set(cache[b]), strata[a], strata[b])
+        if members:
             for name, ids in members.items():
                 items.append(({q: cache[a][q] for q in ids}, {q: cache[b][q] for q in ids}))
                 where.append((i, name))

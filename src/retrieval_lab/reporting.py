@@ -38,6 +38,8 @@ from .comparison import (
     per_query_measures,
     rough_tail_note,
     rule_sentence,
+    strata_flags,
+    strata_groups,
     values_of,
 )
 from .core.atomic import atomic_path
@@ -332,14 +334,12 @@ def strata_comparisons(changed: list[Retriever], measure: str, level: float, per
     family stays the one of the overall differences."""
     items, labels = [], []
     for r in changed:
-        flags = {q: entry.get("seen") for q, entry in r.head.items()}
-        if any(not isinstance(flag, bool) for flag in flags.values()):
+        flags = strata_flags(r.head)
+        if flags is None:
             continue
         base, head = r.values(measure, "base"), r.values(measure, "head")
-        shared = set(base) & set(head)
-        groups = {name: sorted(q for q in shared if flags.get(q) is flag)
-                  for name, flag in (("seen", True), ("unseen", False))}
-        if not all(groups.values()):
+        groups = strata_groups(set(base) & set(head), flags)
+        if groups is None:
             continue
         for name, ids in groups.items():
             items.append(({q: base[q] for q in ids}, {q: head[q] for q in ids}))
