@@ -21,8 +21,8 @@ DEPTH = 100
 
 
 def _setup(data: str):
-    from retrieval_lab.core.config import Params
     from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.core.params import Params
 
     dataset = load_dataset(data, ["test"])
     queries = {q: v.text for q, v in dataset.split_queries("test").items()}

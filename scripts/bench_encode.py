@@ -71,6 +71,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    from retrieval_lab.core.params import DenseParams
+
+    DenseParams(batch_size=args.batch_size, device=args.device)  # checked as params.yaml's would be
     rows = _bench.compete([ours, sentence_transformers], (args.data, args.limit, args.batch_size, args.device),
                           args.rounds)
     for row in rows:

@@ -97,8 +97,8 @@ def _texts(data_dir: str, triples: list[tuple]) -> tuple[dict, dict, dict]:
 
 
 def _score(encoder, data_dir: str, documents: tuple | None = None) -> dict:
-    from retrieval_lab.core.config import DenseParams
     from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.core.params import DenseParams
     from retrieval_lab.dense_evaluation import dense_means
 
     dataset = load_dataset(data_dir, ["test"])
@@ -190,8 +190,8 @@ def mnrl(args: dict) -> dict:
 
 
 def ours(args: dict, variant_name: str = "hard") -> dict:
-    from retrieval_lab.core.config import load_params
     from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.core.params_file import load_params
     from retrieval_lab.encoder import embed_dataset, load
     from retrieval_lab.mining import mine
     from retrieval_lab.runs import read_run

@@ -148,8 +148,8 @@ class _Steps:
 
 def lexical_steps(folder: str, work: str) -> dict:
     """load, bm25_index, bm25_search, write_run, read_run (and the second run for fusion, not timed)."""
-    from retrieval_lab.core.config import Params
     from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.core.params import Params
     from retrieval_lab.retrievers.bm25 import BM25Retriever
     from retrieval_lab.runs import read_run, write_run
 
@@ -175,7 +175,7 @@ def lexical_steps(folder: str, work: str) -> dict:
 
 
 def fusion_steps(work: str) -> dict:
-    from retrieval_lab.core.config import FusionParams
+    from retrieval_lab.core.params import FusionParams
     from retrieval_lab.fusion import fuse
     from retrieval_lab.runs import read_run
 
@@ -187,8 +187,8 @@ def fusion_steps(work: str) -> dict:
 
 
 def mining_steps(folder: str, work: str) -> dict:
-    from retrieval_lab.core.config import MineParams
     from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.core.params import MineParams
     from retrieval_lab.mining import audit_negatives, mine
     from retrieval_lab.runs import read_run
 

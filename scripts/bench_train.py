@@ -143,6 +143,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results here")
     ns = parser.parse_args()
+    from retrieval_lab.core.params import DenseParams
+
+    DenseParams(device=ns.device)  # checked as params.yaml's would be
     args = {k: getattr(ns, k) for k in ("data", "negatives", "batch", "max_length", "temperature", "device", "seed")}
     rows = _bench.compete([ours, theirs], (args,), ns.repeats)
     ratio = rows[0]["seconds"] / rows[1]["seconds"]

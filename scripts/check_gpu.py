@@ -72,7 +72,7 @@ def check_encode(dataset, device: str, docs: int, max_length: int) -> dict:
 
 
 def _training_data(dataset, seed: int):
-    from retrieval_lab.core.config import MineParams
+    from retrieval_lab.core.params import MineParams
     from retrieval_lab.mining import mine
     from retrieval_lab.training import training_data
 
@@ -82,7 +82,7 @@ def _training_data(dataset, seed: int):
 
 def check_train(dataset, device: str, steps: int, max_length: int, workdir: Path) -> dict:
     """``steps`` steps straight, and stopped at half then resumed (training.compare_resume)."""
-    from retrieval_lab.core.config import TrainParams, TrainVariant
+    from retrieval_lab.core.params import TrainParams, TrainVariant
     from retrieval_lab.encoder import load
     from retrieval_lab.training import compare_resume
 

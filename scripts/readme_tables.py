@@ -51,7 +51,7 @@ def _run_metrics(folder: Path) -> dict[str, dict]:
 
 def support_table(folder: Path, params_path: Path) -> str:
     """Markdown table: one row per run, ``MEASURES`` to 4 decimals ('-' where a measure is missing)."""
-    from retrieval_lab.core.config import load_params
+    from retrieval_lab.core.params_file import load_params
 
     variants = load_params(params_path).train.variants
     temperature = variants["temperature"].temperature if "temperature" in variants else "?"

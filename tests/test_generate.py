@@ -14,9 +14,9 @@ from retrieval_lab import cli
 from retrieval_lab import generate as gen
 from retrieval_lab.commands import generate as command
 from retrieval_lab.core.atomic import MARKER, MARKER_TEXT
-from retrieval_lab.core.config import GenerateParams, TokenizerParams
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import GenerateParams, TokenizerParams
 from retrieval_lab.tokenizer import Tokenizer
 
 FILES = ("corpus.jsonl", "queries.jsonl", "qrels/all.tsv")
@@ -133,13 +133,20 @@ def test_a_failed_write_leaves_the_old_folder_and_no_temporary(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("key, value", [
-    ("families", 41), ("families", 0), ("confusables_per_family", 4), ("queries_per_family", 25),
-    ("generic_docs", 1000), ("difficulty", 1.5)])
+    ("families", 41), ("confusables_per_family", 4), ("queries_per_family", 25), ("generic_docs", 1000)])
 def test_sizes_beyond_the_catalogue_are_errors_naming_the_field(key, value):
     with pytest.raises(InputError) as info:
         gen.generate(dataclasses.replace(GenerateParams(), **{key: value}), "params.yaml")
     assert info.value.field == f"generate.{key}"
     assert str(info.value).startswith(f"params.yaml field 'generate.{key}'")
+
+
+@pytest.mark.parametrize("key, value, reason", [
+    ("families", 0, "must lie in [1, inf), got 0"), ("difficulty", 1.5, "must lie in [0.0, 1.0], got 1.5")])
+def test_values_outside_the_schema_never_reach_generate(key, value, reason):
+    with pytest.raises(InputError) as info:
+        dataclasses.replace(GenerateParams(), **{key: value})
+    assert (info.value.field, info.value.reason) == (f"generate.{key}", reason)
 
 
 def test_queries_borrow_the_words_of_a_confusable_judged_non_relevant():

@@ -1,7 +1,7 @@
 import pytest
 
-from retrieval_lab.core.config import TokenizerParams
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import TokenizerParams
 from retrieval_lab.tokenizer import Tokenizer, load_stopwords
 
 PLAIN = TokenizerParams(stopwords=None, stemmer=None)
@@ -53,18 +53,26 @@ def test_builtin_english_is_lucene_33_words():
     assert len(words) == 33 and {"the", "such", "will"} <= words and "he" not in words
 
 
-@pytest.mark.parametrize("params, field", [
-    (TokenizerParams(stopwords="klingon"), "tokenizer.stopwords"),
-    (TokenizerParams(stopwords="missing/stop.txt"), "tokenizer.stopwords"),
-    (TokenizerParams(stemmer="klingon"), "tokenizer.stemmer"),
-    (TokenizerParams(pattern="(a)b"), "tokenizer.pattern"),
-    (TokenizerParams(pattern="[a"), "tokenizer.pattern"),
-    (TokenizerParams(pattern=r"\w*"), "tokenizer.pattern"),
+@pytest.mark.parametrize("setting, field", [
+    ({"stopwords": "klingon"}, "tokenizer.stopwords"),
+    ({"stopwords": "missing/stop.txt"}, "tokenizer.stopwords"),  # the schema takes it for a file: read here
+    ({"stemmer": "klingon"}, "tokenizer.stemmer"),
+    ({"pattern": "(a)b"}, "tokenizer.pattern"),
+    ({"pattern": "[a"}, "tokenizer.pattern"),
+    ({"pattern": r"\w*"}, "tokenizer.pattern"),
 ])
-def test_bad_params_name_the_field(params, field):
+def test_bad_params_name_the_field(setting, field):
+    # refused when the params are built (core.params), in code as from a file; a missing file when read
     with pytest.raises(InputError) as err:
-        Tokenizer(params)
+        Tokenizer(TokenizerParams(**setting))
     assert err.value.field == field
+
+
+def test_every_stopword_language_of_the_schema_is_a_list_bm25s_ships():
+    from retrieval_lab.core.rules import STOPWORD_LANGUAGES
+    from retrieval_lab.tokenizer import BM25S_LISTS, _builtin_stopwords
+
+    assert set(BM25S_LISTS) == set(STOPWORD_LANGUAGES) == set(_builtin_stopwords())
 
 
 def test_unknown_stemmer_lists_choices():

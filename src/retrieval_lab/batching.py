@@ -43,8 +43,6 @@ def build_examples(dataset: Dataset, records: list[dict], positives_per_query: i
     ``at_least``), else one error lists the offenders. Examples are sorted by
     query id, so the data order depends only on the seed.
     """
-    if positives_per_query < 1:
-        raise InputError(f"expected a count >= 1, got {positives_per_query}", field="train.positives_per_query")
     kind, n = ("at least" if at_least else "exactly"), positives_per_query
     train = dataset.qrels.get("train", {})
     examples, offenders = [], []

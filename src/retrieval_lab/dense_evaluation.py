@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core.config import DenseParams
+from .core.params import DenseParams
 
 _SCORES_BUDGET = 1 << 24  # query x document scores held at once (64 MiB of float32)
 

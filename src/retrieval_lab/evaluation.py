@@ -27,9 +27,9 @@ from pathlib import Path
 
 from . import metrics
 from .core.atomic import write_json, write_text
-from .core.config import Params
 from .core.data import Qrels, empty_documents_note, load_dataset, positives, read_qrels
 from .core.errors import InputError
+from .core.params import Params
 from .diagnosis import diagnose, to_markdown
 from .runs import read_run
 

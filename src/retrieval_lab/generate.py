@@ -49,9 +49,9 @@ from pathlib import Path
 import yaml
 
 from .core.atomic import atomic_path
-from .core.config import GenerateParams
 from .core.data import Doc, Qrels, Query, write_corpus, write_qrels, write_queries
 from .core.errors import InputError
+from .core.params import GenerateParams
 
 PRIMARY, ALTERNATIVE, CONFUSABLE = 2, 1, 0  # graded relevance written to qrels
 
@@ -196,9 +196,6 @@ def _check(params: GenerateParams, source: str | None) -> None:
         if not low <= value <= high:
             raise InputError(f"must be between {low} and {high} (the catalogue's size), "
                              f"got {value}", source, field=f"generate.{name}")
-    if not 0.0 <= params.difficulty <= 1.0:
-        raise InputError(f"must be in [0, 1], got {params.difficulty}", source,
-                         field="generate.difficulty")
 
 
 def _procedure_text(rng: random.Random, family: Family, procedure: Procedure) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core.config import DenseParams
 from .core.data import Dataset, positives
 from .core.errors import InputError
+from .core.params import DenseParams
 from .runs import ranked
 
 SNIPPET_CHARS = 90

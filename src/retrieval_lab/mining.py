@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .core.atomic import atomic_path, write_json
-from .core.config import MineParams
 from .core.data import SPLIT_FILE, Dataset, json_objects, positives
 from .core.errors import InputError
+from .core.params import MineParams
 from .runs import Run, ranked
 
 HELDOUT_SPLITS = ("val",)  # the test qrels live outside the prepared folder

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .core.atomic import atomic_path, write_json
-from .core.config import PrepareParams
 from .core.data import (
     SPLIT_FILE,
     Dataset,
@@ -34,6 +33,7 @@ from .core.data import (
     write_queries,
 )
 from .core.errors import InputError
+from .core.params import PrepareParams
 
 SPLITS = ("train", "val", "test")
 VALIDATION_NAMES = ("dev", "val")  # a given validation split's file stem: BEIR's name, then ours
@@ -47,8 +47,8 @@ class LeakageError(InputError):
 
 def _split_sizes(n: int, params: PrepareParams) -> dict[str, int]:
     total = params.train + params.val + params.test
-    if total <= 0 or min(params.train, params.val, params.test) < 0:
-        raise InputError("split ratios must be non-negative and not all zero", field="prepare")
+    if total <= 0:  # each ratio is in [0, 1] (core.params)
+        raise InputError("split ratios must not all be zero", field="prepare")
     sizes = {s: round(n * getattr(params, s) / total) for s in ("val", "test")}
     for split in ("val", "test"):  # a split asked for gets at least one family
         if getattr(params, split) > 0 and sizes[split] == 0 and n >= 3:

@@ -43,8 +43,8 @@ from .comparison import (
     values_of,
 )
 from .core.atomic import atomic_path
-from .core.config import Params
 from .core.errors import InputError
+from .core.params import Params
 from .diagnosis import CLASSES
 from .metrics import parse_measure
 

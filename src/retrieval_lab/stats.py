@@ -26,7 +26,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from .core.config import MAX_PERMUTATIONS
+from .core.params import MAX_PERMUTATIONS
 
 _CHUNK = 1 << 21  # sign values drawn at once: bounds memory for many queries x permutations
 _BUFFER = 1 << 20  # interval-end candidates held at once: larger counts take more passes over the signs

@@ -12,19 +12,29 @@ Lucene's 33-word English stop set, the one Anserini's BM25 baselines use.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from pathlib import Path
 
-from .core.config import STOPWORD_LANGUAGES, TokenizerParams, is_stopword_file, token_pattern
+from .core import rules
 from .core.errors import InputError
+from .core.params import TokenizerParams
 
 _MEMO_LIMIT = 2_000_000  # distinct tokens remembered before the memo starts afresh
+BM25S_LISTS = {  # tokenizer.stopwords language (core.rules.STOPWORD_LANGUAGES) -> the list bm25s ships
+    "english": "STOPWORDS_EN", "english_plus": "STOPWORDS_EN_PLUS", "german": "STOPWORDS_GERMAN",
+    "dutch": "STOPWORDS_DUTCH", "french": "STOPWORDS_FRENCH", "spanish": "STOPWORDS_SPANISH",
+    "portuguese": "STOPWORDS_PORTUGUESE", "italian": "STOPWORDS_ITALIAN",
+    "russian": "STOPWORDS_RUSSIAN", "swedish": "STOPWORDS_SWEDISH",
+    "norwegian": "STOPWORDS_NORWEGIAN", "danish": "STOPWORDS_DANISH",
+    "turkish": "STOPWORDS_TURKISH", "chinese": "STOPWORDS_CHINESE", "korean": "STOPWORDS_KOREAN",
+}
 
 
 def _builtin_stopwords() -> dict[str, frozenset[str]]:
     from bm25s import stopwords as sw
 
-    return {lang: frozenset(getattr(sw, attr)) for lang, attr in STOPWORD_LANGUAGES.items() if hasattr(sw, attr)}
+    return {lang: frozenset(getattr(sw, attr)) for lang, attr in BM25S_LISTS.items() if hasattr(sw, attr)}
 
 
 def _read_stopword_file(path: Path) -> frozenset[str]:
@@ -52,31 +62,25 @@ def load_stopwords(spec: str | None, source: str = "params.yaml") -> frozenset[s
     builtin = _builtin_stopwords()
     if spec in builtin:
         return builtin[spec]
-    if is_stopword_file(spec):
+    if rules.names_a_file(spec):
         return _read_stopword_file(Path(spec))
-    raise InputError(f"{spec!r} is neither a stopword language ({', '.join(sorted(builtin))}) "
-                     "nor a file; none: no stopwords", source, field="tokenizer.stopwords")
+    raise InputError(rules.stopwords(spec), source, field="tokenizer.stopwords")
 
 
 class Tokenizer:
     """``tokenize(text) -> list[str]`` following the ``tokenizer:`` params (see module docstring)."""
 
     def __init__(self, params: TokenizerParams, source: str = "params.yaml"):
-        self.params = params
-        self._regex = token_pattern(params.pattern, source)
-        stop = load_stopwords(params.stopwords, source)
+        self.params = params  # its pattern and stemmer were checked when it was built (core.params)
+        self._regex = re.compile(params.pattern)
+        stop = load_stopwords(params.stopwords, source)  # a file is read (and checked) here
         # Stopwords match case-insensitively when tokens are lowercased.
         self._stopwords = frozenset(w.lower() for w in stop) if params.lowercase else stop
         self._stemmer = None
         if params.stemmer is not None:
             import Stemmer
 
-            try:
-                self._stemmer = Stemmer.Stemmer(params.stemmer)
-            except (KeyError, ValueError):
-                raise InputError(f"unknown stemmer {params.stemmer!r} (choices: "
-                                 f"{', '.join(Stemmer.algorithms())}; none: no stemming)", source,
-                                 field="tokenizer.stemmer") from None
+            self._stemmer = Stemmer.Stemmer(params.stemmer)
         # raw token -> final token ("" for a stopword): each distinct token is filtered and
         # stemmed once, which makes tokenizing a corpus about twice as fast
         self._final: dict[str, str] = {}

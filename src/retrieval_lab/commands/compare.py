@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = ("paired comparison of run pairs (compare.pairs) from their per_query.json: simultaneous randomization "
         "intervals across the pairs, adjusted p, MDE, win/tie/loss")

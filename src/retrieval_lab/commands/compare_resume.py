@@ -8,7 +8,7 @@ import json
 import sys
 import tempfile
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "train a tiny setting straight and stopped+resumed; check steps, data order, losses, weights (JSON report)"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, params_of
+from ..core.params_cli import add_params_args, params_of
 
 HELP = ("compare two TREC runs on the same qrels: difference, simultaneous interval across the measures, "
         "adjusted p, MDE, win/tie/loss, verdict")

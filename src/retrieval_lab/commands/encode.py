@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "encode a BEIR folder's documents and queries with a dense model into an embeddings folder"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "the evaluate stage: one run on one split of a prepared dataset -> metrics, per-query values, diagnosis"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on validation qrels"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, params_of
+from ..core.params_cli import add_params_args, params_of
 
 HELP = ("show N queries' and N documents' texts, embedding dimension and norm, and nearest documents "
         "by cosine; with --compare-model, base vs fine-tuned neighbours side by side")

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "mine training negatives from a run (hard | random) and audit them; or audit an existing file"
 

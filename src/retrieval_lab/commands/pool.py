@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import check_paths
+from ..core.params_cli import check_paths
 
 HELP = "pool the top K of several runs for judging (--runs), or merge a labelled pool into qrels (--merge)"
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = ("split a BEIR folder into train/val/test (by family, or the given splits), audit it for leakage; "
         "the test qrels go to their own folder")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 REGRESSION, CANNOT_JUDGE = 1, 3  # 2 is every command's bad-input exit (cli.main)
 HELP = ("markdown report of what a revision changed: verdict, simultaneous intervals of the key measures, "

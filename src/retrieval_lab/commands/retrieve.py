@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "rank documents for each query with one retriever (bm25, lsa, dense) and write a TREC run"
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "fine-tune the base encoder on mined negatives; save the model and the dataset's embeddings"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from ..core.config import FusionParams
 from ..core.data import Qrels
 from ..core.errors import InputError
+from ..core.params import FusionParams
 from ..runs import Run
 
 METHODS = ("rrf", "weighted")

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from ..core.config import BM25Params, Params, TokenizerParams
 from ..core.data import Doc
 from ..core.errors import InputError
+from ..core.params import BM25Params, Params, TokenizerParams
 from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.config import DenseParams, Params
 from ..core.errors import InputError
+from ..core.params import DenseParams, Params
 from ..runs import Run, ranked
 
 _QUERY_CHUNK = 1024  # queries searched at once: bounds the [chunk, depth] result arrays

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.config import LSA_ALGORITHMS, LSAParams, Params, TokenizerParams
 from ..core.data import Doc
 from ..core.errors import InputError
+from ..core.params import LSAParams, Params, TokenizerParams
 from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k
 
-ALGORITHMS = LSA_ALGORITHMS  # checked when params are read; again here for Params built in code
 _SCORES_BUDGET = 1 << 24  # query x document scores held at once (128 MiB of float64): no Q x N matrix
 
 
@@ -32,9 +31,6 @@ class LSARetriever:
         from sklearn.decomposition import TruncatedSVD
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        if params.algorithm not in ALGORITHMS:
-            raise InputError(f"unknown SVD algorithm {params.algorithm!r} (choices: {', '.join(ALGORITHMS)})",
-                             field="lsa.algorithm")
         self.doc_ids = list(corpus)
         # lowercase=False: case is the tokenizer's business
         self._vectorizer = TfidfVectorizer(tokenizer=Tokenizer(tokenizer).tokenize, lowercase=False,

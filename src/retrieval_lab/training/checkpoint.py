@@ -14,8 +14,8 @@ import torch
 
 from ..batching import examples_digest
 from ..core.atomic import atomic_path
-from ..core.config import TrainParams, TrainVariant
 from ..core.errors import InputError
+from ..core.params import TrainParams, TrainVariant
 from .data import TrainingData
 
 STATE_KEYS = ("format", "fingerprint", "model", "optimizer", "scheduler", "step", "epoch", "position",

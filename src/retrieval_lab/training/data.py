@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 
 from ..batching import Example, build_examples
-from ..core.config import TrainParams, TrainVariant
 from ..core.data import Dataset
 from ..core.errors import InputError
+from ..core.params import TrainParams, TrainVariant
 from ..mining import annotated_positives, read_negatives, read_strategy
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from ..core.config import TrainParams, TrainVariant
 from ..core.errors import InputError
+from ..core.params import TrainParams, TrainVariant
 from .checkpoint import fingerprint, load_checkpoint, weights_digest
 from .data import TrainingData
 from .loop import LoopOptions, fine_tune

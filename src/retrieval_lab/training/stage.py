@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..core.atomic import atomic_path
-from ..core.config import Params
 from ..core.data import Dataset
 from ..core.errors import InputError
+from ..core.params import Params
 from ..dense_evaluation import dense_means
 from ..distributed import end_distributed, init_distributed
 from ..losses import get_loss

@@ -1,0 +1,253 @@
+"""The params schema: every parameter, its type, its built-in default and its rule, side by side.
+
+``params.yaml`` maps onto :class:`Params`; each stage takes its own section (``params.bm25``,
+``params.train`` ...). The built-in defaults below equal the repository's params.yaml, key for
+key, except ``dense.lock`` (``builtin`` is the packaged copy of ``models/base.lock.json``);
+``tests/test_config.py`` fails when they drift, so a command run outside the pipeline behaves as
+the pipeline does. Each field declares its rule (:mod:`.rules`) with :func:`param`; a params
+object checks its values when it is built, from a file (:mod:`.params_file`), a ``--set`` or in
+code, so no module that receives one checks them again.
+
+To add a setting: one field here (type, default, rule) and the same key in params.yaml.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from . import rules
+from .errors import InputError
+from .rules import (
+    ABOVE_ZERO,
+    MEASURE_NAME,
+    NON_NEGATIVE,
+    POSITIVE,
+    RUN_NAME,
+    SEED,
+    UNIT,
+    between,
+    each,
+    one_of,
+)
+
+LSA_ALGORITHMS = ("randomized", "arpack")
+NEGATIVES = ("hard", "random")
+SIDES = ("both", "query")
+SCHEDULES = ("constant", "linear", "cosine")  # training/loop.py: schedule_factor
+SELECTIONS = ("best", "last")
+MAX_PERMUTATIONS = 10**7  # stats.py: each pass over the sign flips draws queries x permutations numbers
+
+
+def param(default: Any = dataclasses.MISSING, rule: Callable[[Any], str | None] | None = None, *,
+          factory: Callable[[], Any] | None = None) -> Any:
+    """A field with its default (or ``factory`` for a list or mapping) and the rule its value obeys."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"rule": rule})
+    return field(default=default, metadata={"rule": rule})
+
+
+class Section:
+    """A params dataclass that refuses a value breaking its field's rule when it is built.
+
+    ``KEY`` is the section's dotted key (``train.variants.*`` for a variant), set below
+    :class:`Params`, so that an error names the whole key (``tokenizer.pattern``).
+    """
+
+    KEY: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            rule, value = f.metadata.get("rule"), getattr(self, f.name)
+            if rule is not None and value is not None and (why := rule(value)) is not None:
+                raise InputError(why, field=f"{self.KEY}.{f.name}" if self.KEY else f.name)
+
+
+@dataclass(frozen=True)
+class GenerateParams(Section):
+    seed: int = param(13, SEED)
+    families: int = param(40, POSITIVE)  # incident families; two procedures (positives) each
+    confusables_per_family: int = param(2, NON_NEGATIVE)  # same component, different incident
+    generic_docs: int = param(80, NON_NEGATIVE)
+    queries_per_family: int = param(5, POSITIVE)
+    difficulty: float = param(0.5, UNIT)  # P(query is paraphrased) = P(query borrows a confusable's words)
+
+
+@dataclass(frozen=True)
+class PrepareParams(Section):
+    seed: int = param(7, SEED)
+    train: float = param(0.5, UNIT)
+    val: float = param(0.15, UNIT)
+    test: float = param(0.35, UNIT)
+    # given splits without qrels/dev.tsv or val.tsv: validation carved from train
+    val_from_train: float = param(0.15, between(0.0, 1.0, high_open=True))
+    val_unseen: bool = True  # carve whole groups of queries sharing positives: validation measures unseen docs
+
+
+@dataclass(frozen=True)
+class TokenizerParams(Section):
+    pattern: str = param(r"(?u)\b\w+\b", rules.token_pattern)
+    lowercase: bool = True
+    # a language name, a path to a word-per-line file, or null
+    stopwords: str | None = param("english", rules.stopwords)
+    stemmer: str | None = param("english", rules.stemmer)  # a Snowball language or null
+
+
+@dataclass(frozen=True)
+class RetrieveParams(Section):
+    depth: int = param(100, POSITIVE)
+    fields: list[str] = param(rule=rules.fields, factory=lambda: ["title", "text"])
+
+
+@dataclass(frozen=True)
+class BM25Params(Section):
+    k1: float = param(1.2, NON_NEGATIVE)
+    b: float = param(0.75, UNIT)
+
+
+@dataclass(frozen=True)
+class LSAParams(Section):
+    dims: int = param(128, POSITIVE)
+    algorithm: str = param("randomized", one_of(LSA_ALGORITHMS))
+    seed: int = param(0, SEED)
+
+
+@dataclass(frozen=True)
+class DenseParams(Section):
+    max_seq_length: int = param(256, POSITIVE)
+    batch_size: int = param(64, POSITIVE)
+    device: str = param("auto", rules.device)  # auto | cpu | cuda | cuda:N
+    bf16: bool = False  # bf16 autocast for encoding (CUDA, or a CPU with AVX512-BF16/AMX); training on CUDA always
+    # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
+    faiss_factory: str = param("Flat", rules.FAISS_FACTORY)
+    # the lock shipped in the package; or a lock file, a model folder, hub:NAME@REVISION
+    lock: str = param("builtin", rules.lock)
+    seed: int = param(0, SEED)  # FAISS training (IVF k-means) when faiss_factory is not exact
+
+
+@dataclass(frozen=True)
+class FusionParams(Section):
+    # the dense run fused with bm25 (dvc.yaml: runs/<dataset>/<dense>.trec)
+    dense: str = param("dense-ft-query", RUN_NAME)
+    rrf_k: float = param(60.0, ABOVE_ZERO)
+    alpha: float = param(0.5, UNIT)
+    depth: int = param(100, POSITIVE)
+    tune: bool = True  # grid search on the qrels given to `fuse --qrels` (val queries); false: fixed values
+    rrf_k_grid: list[float] = param(rule=each(ABOVE_ZERO), factory=lambda: [10.0, 20.0, 40.0, 60.0, 100.0])
+    alpha_grid: list[float] = param(rule=each(UNIT),
+                                    factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    tune_measure: str = param("nDCG@10", MEASURE_NAME)
+
+
+@dataclass(frozen=True)
+class MineParams(Section):
+    seed: int = param(11, SEED)
+    # the retriever whose run is mined (dvc.yaml: runs/<dataset>/<source>.trec)
+    source: str = param("dense", RUN_NAME)
+    count: int = param(1, POSITIVE)
+    range_min: int = param(4, POSITIVE)
+    range_max: int = param(13, POSITIVE)
+    # keep only negatives scoring below (1 - margin) * lowest positive score
+    margin: float | None = param(None, between(0.0, 1.0, high_open=True))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.range_max < self.range_min:
+            raise InputError(f"must be >= mine.range_min ({self.range_min}), got {self.range_max}",
+                             field=f"{self.KEY}.range_max")
+
+
+@dataclass(frozen=True)
+class TrainVariant(Section):
+    negatives: str = param("hard", one_of(NEGATIVES))  # which mined negatives file: hard | random
+    temperature: float = param(0.05, ABOVE_ZERO)
+    # both: fine-tune on batch documents; query: only the query side, every document's frozen base
+    # embedding a candidate (training/loop.py: train_step)
+    side: str = param("both", one_of(SIDES))
+    epochs: int | None = param(None, POSITIVE)  # this variant's epochs (null: train.epochs)
+
+
+@dataclass(frozen=True)
+class TrainParams(Section):
+    seed: int = param(42, SEED)
+    epochs: int = param(2, POSITIVE)
+    max_steps: int | None = param(None, POSITIVE)
+    batch_size: int = param(32, POSITIVE)
+    lr: float = param(2.0e-5, ABOVE_ZERO)
+    # learning-rate factor after warmup: constant | linear (to 0) | cosine (to 0)
+    schedule: str = param("linear", one_of(SCHEDULES))
+    warmup_ratio: float = param(0.1, UNIT)
+    weight_decay: float = param(0.01, NON_NEGATIVE)
+    # clip the global gradient norm (sentence-transformers uses 1.0); null: off
+    max_grad_norm: float | None = param(None, ABOVE_ZERO)
+    max_seq_length: int = param(256, POSITIVE)
+    positives_per_query: int = param(2, POSITIVE)  # annotated positives every training query must have ...
+    positives_at_least: bool = False  # ... at least (true) or exactly (false) that many
+    validate_every: int = param(0, NON_NEGATIVE)  # steps; 0 = once per epoch
+    # the weights kept: best (on the val split, step 0 = the base model included) | last
+    select: str = param("best", one_of(SELECTIONS))
+    select_measure: str = param("nDCG@10", MEASURE_NAME)  # what best means; one of evaluate.measures
+    # stop after this many validations without improvement (null: never)
+    patience: int | None = param(None, POSITIVE)
+    # a name in the losses registry (src/retrieval_lab/losses)
+    loss: str = param("multi_positive_nce", rules.matches(rules.NAME, "a loss name (the losses registry lists them)"))
+    variants: dict[str, TrainVariant] = param(factory=lambda: {
+        "hard": TrainVariant("hard", 0.05),
+        "random": TrainVariant("random", 0.05),
+        "temperature": TrainVariant("hard", 0.1),
+        "query": TrainVariant("hard", 0.05, side="query", epochs=10),
+    })
+
+
+@dataclass(frozen=True)
+class EvaluateParams(Section):
+    measures: list[str] = param(rule=each(MEASURE_NAME), factory=lambda: [
+        "Success@1", "Success@10", "R@10", "R@100", "P@10", "RR@10", "RR", "nDCG@10",
+        "AP@10", "AP@100", "Judged@10"])
+    diagnose_k: int = param(10, POSITIVE)
+    judged_threshold: float = param(0.1, UNIT)
+    # family level of the simultaneous intervals (compare, report, compare-runs)
+    ci_level: float = param(0.95, between(0.0, 1.0, True, True))
+    permutations: int = param(10000, between(1, MAX_PERMUTATIONS))  # random sign flips of the paired test
+    seed: int = param(5, SEED)
+
+
+@dataclass(frozen=True)
+class CompareParams(Section):
+    pairs: list[list[str]] = param(rule=rules.pairs, factory=lambda: [
+        ["dense", "dense-ft-hard"], ["dense", "dense-ft-query"], ["dense-ft-hard", "dense-ft-query"],
+        ["bm25", "dense"], ["dense-ft-query", "fused-rrf"], ["bm25", "fused-rrf"],
+        ["dense-ft-query", "fused-weighted"], ["bm25", "fused-weighted"]])
+    measure: str = param("nDCG@10", MEASURE_NAME)
+    key_measures: list[str] = param(rule=each(MEASURE_NAME), factory=lambda: ["R@100", "RR@10"])  # beside measure
+
+
+@dataclass(frozen=True)
+class Params(Section):
+    dataset: str = param("support", rules.matches(rules.NAME, "a dataset name (letters, digits, _ . + -)"))
+    generate: GenerateParams = param(factory=GenerateParams)
+    prepare: PrepareParams = param(factory=PrepareParams)
+    tokenizer: TokenizerParams = param(factory=TokenizerParams)
+    retrieve: RetrieveParams = param(factory=RetrieveParams)
+    bm25: BM25Params = param(factory=BM25Params)
+    lsa: LSAParams = param(factory=LSAParams)
+    dense: DenseParams = param(factory=DenseParams)
+    fusion: FusionParams = param(factory=FusionParams)
+    mine: MineParams = param(factory=MineParams)
+    train: TrainParams = param(factory=TrainParams)
+    evaluate: EvaluateParams = param(factory=EvaluateParams)
+    compare: CompareParams = param(factory=CompareParams)
+
+
+for _section in dataclasses.fields(Params):  # each section's dotted key, for its errors
+    _cls = typing.get_type_hints(Params)[_section.name]
+    if dataclasses.is_dataclass(_cls):
+        _cls.KEY = _section.name
+TrainVariant.KEY = "train.variants.*"
+
+
+def as_dict(obj) -> Any:
+    return dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
