@@ -6,8 +6,9 @@ import typing
 import pytest
 from beir_fixtures import REPO
 
-from retrieval_lab.core.config import Params, load_params
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import Params
+from retrieval_lab.core.params_file import load_params
 
 
 def test_repository_params_are_valid():
@@ -245,7 +246,8 @@ def test_built_in_defaults_are_the_repository_params_yaml():
 
     from beir_fixtures import REPO
 
-    from retrieval_lab.core.config import Params, load_params
+    from retrieval_lab.core.params import Params
+    from retrieval_lab.core.params_file import load_params
 
     built_in, pipeline = dataclasses.asdict(Params()), dataclasses.asdict(load_params(REPO / "params.yaml"))
     # the one exception: the pipeline names the lock by path, the package ships the same file as "builtin"
@@ -259,3 +261,52 @@ def test_built_in_defaults_are_the_repository_params_yaml():
         return [] if a == b else [f"{prefix[:-1]}: built-in {a!r}, params.yaml {b!r}"]
 
     assert differences(built_in, pipeline) == []
+
+
+def _fuse_in(folder, *extra: str) -> dict[str, bytes]:
+    """``retrieval-lab fuse`` run inside ``folder`` on a tiny pair of runs and val qrels: the bytes it writes."""
+    from command_runner import run_command
+
+    from retrieval_lab.runs import write_run
+
+    write_run(folder / "a.trec", {"q1": {"x": 3.0, "y": 2.0, "z": 1.0}, "q2": {"u": 2.0, "v": 1.0},
+                                  "q9": {"x": 1.0}}, "a")
+    write_run(folder / "b.trec", {"q1": {"y": 0.9, "v": 0.8, "w": 0.5}, "q2": {"v": 0.9, "u": 0.1}}, "b")
+    (folder / "val.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tx\t1\nq2\tu\t1\n")
+    # relative paths: the report names them, and they must read the same in both folders
+    assert run_command("fuse", ["--method", "weighted", "--runs", "a.trec", "b.trec", "--qrels", "val.tsv",
+                                "--output", "fused.trec", "--report", "fusion.json", *extra]) == 0
+    return {name: (folder / name).read_bytes() for name in ("fused.trec", "fusion.json")}
+
+
+def test_fuse_outside_the_repository_gives_the_pipeline_s_bytes(tmp_path, monkeypatch):
+    # The pipeline runs fuse beside the repository's params.yaml; a user elsewhere has none and gets the
+    # built-in defaults. Both must tune alpha on the val qrels (fusion.tune) and write the same bytes.
+    import json
+    import shutil
+
+    pipeline, outside = tmp_path / "copy", tmp_path / "empty"
+    pipeline.mkdir(), outside.mkdir()
+    shutil.copy(REPO / "params.yaml", pipeline / "params.yaml")
+    monkeypatch.chdir(pipeline)
+    in_pipeline = _fuse_in(pipeline)
+    monkeypatch.chdir(outside)
+    assert not (outside / "params.yaml").exists()
+    assert _fuse_in(outside) == in_pipeline
+    # weighted score = alpha mm_a + (1 - alpha) mm_b (min-max per run). q1: x (1, 0) beats y (0.5, 1) when
+    # alpha > 2/3; q2: u (1, 0) beats v (0, 1) when alpha > 1/2: the grid's first alpha with nDCG@10 = 1 is 0.7
+    report = json.loads(in_pipeline["fusion.json"])
+    assert (report["tuned"], report["chosen"]) == (True, 0.7)
+    # the comparison can fail: untuned fusion (the old built-in default) writes other bytes
+    assert _fuse_in(outside, "--set", "fusion.tune=false")["fused.trec"] != in_pipeline["fused.trec"]
+
+
+def test_every_stage_s_help_says_where_defaults_come_from(capsys):
+    from retrieval_lab import cli
+
+    for name in cli.GROUPS["pipeline stages (dvc.yaml runs these)"]:
+        with pytest.raises(SystemExit):
+            cli.main([name, "--help"])
+        text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+        assert ("./params.yaml when the working directory has one, else the built-in defaults, which equal "
+                "the repository's params.yaml key for key") in text, name
