@@ -261,7 +261,7 @@ def test_prepare_reads_gzipped_qrels_only(tmp_path):
     # README: qrels/<split>.tsv.gz is read when the plain file is absent; prepare must find it too
     import gzip
 
-    from retrieval_lab.core.config import PrepareParams
+    from retrieval_lab.core.params import PrepareParams
     from retrieval_lab.prepare import prepare
 
     root = write_beir(tmp_path / "raw", DOCS, QUERIES, {"train": [("q1", "d1", 1)], "test": [("q2", "d2", 1)]})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrieval_lab.core.config import Params
+from retrieval_lab.core.params import Params
 from retrieval_lab.dense_evaluation import _top_stable, dense_means
 
 

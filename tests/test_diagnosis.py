@@ -1,4 +1,4 @@
-from retrieval_lab.core.config import TokenizerParams
+from retrieval_lab.core.params import TokenizerParams
 from retrieval_lab.diagnosis import CLASSES, diagnose, to_markdown
 from retrieval_lab.tokenizer import Tokenizer
 

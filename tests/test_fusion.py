@@ -1,8 +1,8 @@
 import pytest
 
 from retrieval_lab import fusion
-from retrieval_lab.core.config import FusionParams
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import FusionParams
 from retrieval_lab.fusion import rrf, weighted
 
 A = {"q1": {"x": 3.0, "y": 2.0, "z": 1.0}, "q2": {"x": 5.0}}

@@ -23,9 +23,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retrieval_lab.core.config import Params, load_params
 from retrieval_lab.core.data import read_corpus, read_qrels, read_queries
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import Params
+from retrieval_lab.core.params_file import load_params
 from retrieval_lab.runs import read_run
 
 # FUZZ_EXAMPLES=5000 FUZZ_SEED=1 searches further by hand; CI keeps the seeded 200 per reader

@@ -6,9 +6,9 @@ from beir_fixtures import REPO, write_beir
 
 from retrieval_lab import cli
 from retrieval_lab import encoder as E
-from retrieval_lab.core.config import DenseParams
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import DenseParams
 from retrieval_lab.inspection import (
     compare_models,
     cosine_matrix,

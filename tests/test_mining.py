@@ -13,9 +13,9 @@ from beir_fixtures import default_params, write_beir
 from retrieval_lab import mining
 from retrieval_lab.commands import mine as mine_command
 from retrieval_lab.core.atomic import MARKER
-from retrieval_lab.core.config import MineParams, PrepareParams
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import MineParams, PrepareParams
 from retrieval_lab.mining import (
     MiningAuditError,
     audit_negatives,

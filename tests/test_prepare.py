@@ -8,9 +8,9 @@ import pytest
 from beir_fixtures import write_beir, write_family_beir
 
 from retrieval_lab import cli
-from retrieval_lab.core.config import PrepareParams
 from retrieval_lab.core.data import load_dataset, read_qrels
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import PrepareParams
 from retrieval_lab.prepare import (
     LeakageError,
     assign_families,

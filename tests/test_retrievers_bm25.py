@@ -2,8 +2,8 @@ import math
 
 import pytest
 
-from retrieval_lab.core.config import BM25Params, TokenizerParams
 from retrieval_lab.core.data import Doc, load_dataset
+from retrieval_lab.core.params import BM25Params, TokenizerParams
 from retrieval_lab.metrics import measure_run
 from retrieval_lab.retrievers.bm25 import BM25Retriever
 from retrieval_lab.tokenizer import Tokenizer
@@ -74,7 +74,7 @@ def test_query_without_known_token_has_no_result_and_depth_cuts():
 
 @pytest.mark.scifact
 def test_scifact_ndcg_matches_published_bm25(scifact_dir):
-    from retrieval_lab.core.config import Params
+    from retrieval_lab.core.params import Params
 
     dataset = load_dataset(scifact_dir, ["test"])
     params = Params()
@@ -90,7 +90,7 @@ def test_scifact_ndcg_matches_published_bm25(scifact_dir):
 NO_AVX512 = "AVX512_SPR AVX512_ICL X86_V4"
 _RUN_BM25 = """
 import sys
-from retrieval_lab.core.config import Params
+from retrieval_lab.core.params import Params
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.retrievers.bm25 import BM25Retriever
 from retrieval_lab.runs import format_run

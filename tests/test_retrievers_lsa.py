@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from retrieval_lab.core.config import LSAParams, TokenizerParams
 from retrieval_lab.core.data import Doc
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import LSAParams, TokenizerParams
 from retrieval_lab.retrievers.lsa import LSARetriever
 
 PLAIN = TokenizerParams(stopwords=None, stemmer=None)

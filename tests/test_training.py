@@ -17,9 +17,9 @@ from beir_fixtures import REPO, write_beir
 from retrieval_lab import training
 from retrieval_lab.batching import make_batch
 from retrieval_lab.cli import main
-from retrieval_lab.core.config import Params, TrainParams, TrainVariant
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import Params, TrainParams, TrainVariant
 from retrieval_lab.encoder import Embeddings, Encoder, encode_dataset, load, load_embeddings
 from retrieval_lab.mining import write_mined
 from retrieval_lab.training import (
@@ -498,8 +498,8 @@ def test_constant_schedule_trains_at_lr_every_step(toy):
 
 
 def test_unknown_schedule_is_refused_by_params(tmp_path):
-    from retrieval_lab.core.config import load_params
     from retrieval_lab.core.errors import InputError
+    from retrieval_lab.core.params_file import load_params
 
     path = tmp_path / "params.yaml"
     path.write_text("train: {schedule: step}\n")
