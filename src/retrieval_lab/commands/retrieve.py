@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.config import add_params_args, base_model, check_paths, params_of
 
 HELP = "rank documents for each query with one retriever (bm25, lsa, dense) and write a TREC run"
 
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from ..runs import write_run
 
     params = params_of(args)
-    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, "dense.lock": params.dense.lock},
+    spec, where = base_model(params)
+    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, where: spec},
                 files={"--output": args.output})
     cls = retrievers.get(args.retriever)
     if args.depth is not None:

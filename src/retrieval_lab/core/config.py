@@ -2,7 +2,7 @@
 
 ``params.yaml`` maps onto :class:`Params`; each stage takes its own section
 (the built-in defaults below equal the repository's params.yaml, key for key, except
-``dense.lock``: ``builtin`` is the packaged copy of ``models/base.lock.json``;
+``dense.models.dense``: ``builtin`` is the packaged copy of ``models/base.lock.json``;
 ``tests/test_config.py`` fails when they drift, so a command run outside the pipeline
 behaves as the pipeline does)
 (``params.bm25``, ``params.train`` ...). ``--set section.key=value`` overrides use
@@ -80,20 +80,30 @@ class DenseParams:
     device: str = "auto"  # auto | cpu | cuda
     bf16: bool = False  # bf16 autocast for encoding (CUDA, or a CPU with AVX512-BF16/AMX); training on CUDA always
     faiss_factory: str = "Flat"  # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
-    lock: str = "builtin"  # the lock shipped in the package; or a lock file, a model folder, hub:NAME@REVISION
     seed: int = 0  # FAISS training (IVF k-means) when faiss_factory is not exact
+    # run name -> model: builtin (the lock shipped in the package), a lock file, a model folder or
+    # hub:NAME@REVISION; dvc.yaml gives each its encode, retrieve and evaluate stages
+    models: dict[str, str] = field(default_factory=lambda: {"dense": "builtin"})
+
+
+@dataclass(frozen=True)
+class FusionMethod:
+    """A fusion method's one parameter (the method's module says what it means and which values are valid)."""
+    value: float  # used when fusion.tune is false or no qrels are given
+    grid: list[float]  # tried when tuning
 
 
 @dataclass(frozen=True)
 class FusionParams:
     dense: str = "dense-ft-query"  # the dense run fused with bm25 (dvc.yaml: runs/<dataset>/<dense>.trec)
-    rrf_k: float = 60.0
-    alpha: float = 0.5
     depth: int = 100
     tune: bool = True  # grid search on the qrels given to `fuse --qrels` (val queries); false: fixed values
-    rrf_k_grid: list[float] = field(default_factory=lambda: [10.0, 20.0, 40.0, 60.0, 100.0])
-    alpha_grid: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
     tune_measure: str = "nDCG@10"
+    # a name in the fusion registry (src/retrieval_lab/fusion) -> its parameter; dvc.yaml fuses once per entry
+    methods: dict[str, FusionMethod] = field(default_factory=lambda: {
+        "rrf": FusionMethod(60.0, [10.0, 20.0, 40.0, 60.0, 100.0]),
+        "weighted": FusionMethod(0.5, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
+    })
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,7 @@ class TrainParams:
     select_measure: str = "nDCG@10"  # what best means; one of evaluate.measures
     patience: int | None = None  # stop after this many validations without improvement (null: never)
     loss: str = "multi_positive_nce"  # a name in the losses registry (src/retrieval_lab/losses)
+    base: str = "dense"  # the model fine-tuned: a name under dense.models
     variants: dict[str, TrainVariant] = field(default_factory=lambda: {
         "hard": TrainVariant("hard", 0.05),
         "random": TrainVariant("random", 0.05),
@@ -328,12 +339,9 @@ RULES = {
     "lsa.dims": _POSITIVE, "lsa.algorithm": _one_of(LSA_ALGORITHMS),
     "dense.max_seq_length": _POSITIVE, "dense.batch_size": _POSITIVE, "dense.device": _device,
     "dense.faiss_factory": _matches(_FAISS_FACTORY, "a FAISS factory string (e.g. Flat, HNSW32, IVF256,Flat)"),
-    "dense.lock": lambda value: None if value.strip() else "expected builtin, a lock file, a model folder or "
-                                                           "hub:NAME@REVISION",
     "fusion.dense": _matches(_NAME, "a run name"),
-    "fusion.rrf_k": _between(0.0, None, low_open=True), "fusion.alpha": _UNIT, "fusion.depth": _POSITIVE,
-    "fusion.rrf_k_grid": _each(_between(0.0, None, low_open=True)), "fusion.alpha_grid": _each(_UNIT),
-    "fusion.tune_measure": _MEASURE_NAME,
+    "fusion.depth": _POSITIVE, "fusion.tune_measure": _MEASURE_NAME,
+    "fusion.methods.*.grid": lambda value: None if value else "expected at least one value",
     "mine.source": _matches(_NAME, "a run name"), "mine.count": _POSITIVE, "mine.range_min": _POSITIVE,
     "mine.range_max": _POSITIVE, "mine.margin": _between(0.0, 1.0, high_open=True),
     "train.epochs": _POSITIVE, "train.max_steps": _POSITIVE, "train.batch_size": _POSITIVE,
@@ -384,6 +392,27 @@ def check_values(params: Params, source: str = "params.yaml") -> None:
     if params.mine.range_max < params.mine.range_min:
         raise InputError(f"must be >= mine.range_min ({params.mine.range_min}), got {params.mine.range_max}",
                          source, field="mine.range_max")
+    _check_models(params, source)
+
+
+def _check_models(params: Params, source: str) -> None:
+    """dense.models: non-empty specs, run names no other retriever takes, and train.base among them."""
+    taken = {"bm25", "lsa", *(f"dense-ft-{v}" for v in params.train.variants),
+             *(f"fused-{m}" for m in params.fusion.methods)}  # dvc.yaml's other run names
+    for name, spec in params.dense.models.items():
+        if not spec.strip():
+            raise InputError("expected builtin, a lock file, a model folder or hub:NAME@REVISION", source,
+                             field=f"dense.models.{name}")
+        if name in taken:
+            raise InputError(f"run name {name!r} is another retriever's", source, field=f"dense.models.{name}")
+    if params.train.base not in params.dense.models:
+        raise InputError(f"{params.train.base!r} is not a model under dense.models "
+                         f"(names: {', '.join(params.dense.models) or 'none'})", source, field="train.base")
+
+
+def base_model(params: Params) -> tuple[str, str]:
+    """The model fine-tuning starts from, which commands use when no model is named, and its setting."""
+    return params.dense.models[params.train.base], f"dense.models.{params.train.base}"
 
 
 # ----------------------------------------------------------------------------- checking
@@ -438,6 +467,24 @@ def _coerce(value: Any, tp, where: str, source: str) -> Any:
     raise TypeError(f"unsupported annotation {tp} at {where}")
 
 
+def _required(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+
+
+def _with_default_entries(cls, key: str, value):
+    """An entry of a mapping whose items have required keys, named as a default entry, takes the keys it
+    does not give from that entry: ``--set fusion.methods.rrf.value=70`` on a file without the section
+    keeps rrf's default grid."""
+    factory = next(f.default_factory for f in dataclasses.fields(cls) if f.name == key)
+    default = factory() if factory is not dataclasses.MISSING else None
+    if not (isinstance(value, dict) and isinstance(default, dict)):
+        return value
+    return {name: {**dataclasses.asdict(default[name]), **item}
+            if isinstance(item, dict) and dataclasses.is_dataclass(default.get(name)) and
+            _required(type(default[name])) else item for name, item in value.items()}
+
+
 def _build(cls, data: dict, prefix: str, source: str):
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
@@ -448,7 +495,9 @@ def _build(cls, data: dict, prefix: str, source: str):
     kwargs = {}
     for key, value in data.items():
         where = f"{prefix}.{key}" if prefix else key
-        kwargs[key] = _coerce(value, hints[key], where, source)
+        kwargs[key] = _coerce(_with_default_entries(cls, key, value), hints[key], where, source)
+    if missing := [name for name in _required(cls) if name not in data]:  # keys with no default (FusionMethod)
+        raise InputError("missing key", source, field=f"{prefix}.{missing[0]}" if prefix else missing[0])
     return cls(**kwargs)
 
 
