@@ -18,7 +18,7 @@ def test_weighted_tuned_on_qrels_writes_run_and_report(tmp_path):
     argv = ["--method", "weighted", "--runs", *runs, "--qrels", str(tmp_path / "train.tsv"),
             "--output", str(tmp_path / "f.trec"), "--report", str(tmp_path / "r.json"),
             "--params", str(default_params(tmp_path)),
-            "--set", "fusion.tune=true", "--set", "fusion.alpha_grid=[0.1, 0.9]"]
+            "--set", "fusion.tune=true", "--set", "fusion.methods.weighted.grid=[0.1, 0.9]"]
     assert run_command("fuse", argv) == 0
     report = json.loads((tmp_path / "r.json").read_text())
     # alpha 0.1 puts x third (nDCG@10 0.5), alpha 0.9 first (1.0); see test_fusion
@@ -32,7 +32,7 @@ def test_weighted_tuned_on_qrels_writes_run_and_report(tmp_path):
 def test_rrf_fixed_without_qrels_and_depth_cut(tmp_path):
     runs = _inputs(tmp_path)
     argv = ["--method", "rrf", "--runs", *runs, "--output", str(tmp_path / "f.trec"),
-            "--params", str(default_params(tmp_path)), "--set", "fusion.depth=2", "--set", "fusion.rrf_k=1"]
+            "--params", str(default_params(tmp_path)), "--set", "fusion.depth=2", "--set", "fusion.methods.rrf.value=1"]
     assert run_command("fuse", argv) == 0
     # k = 1, depth 2: y = 1/(1+2) + 1/(1+1) = 0.8333, x = 1/2, v = 1/3; z and w are beyond depth 2
     fused = read_run(tmp_path / "f.trec")

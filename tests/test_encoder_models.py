@@ -26,7 +26,7 @@ def hf_folder(tmp_path):
 
 
 def test_the_packaged_lock_is_the_repository_lock():
-    # models/base.lock.json stays the pipeline's dependency (dvc.yaml: ${dense.lock}); the package ships the same
+    # models/base.lock.json stays the pipeline's dependency (dvc.yaml: encode@dense); the package ships the same
     assert json.loads(E.BUILTIN_LOCK.read_text()) == json.loads((REPO / "models" / "base.lock.json").read_text())
 
 
@@ -48,8 +48,8 @@ def test_a_local_folder_is_hashed_like_a_pinned_revision(hf_folder):
 
 def test_a_folder_without_config_and_a_missing_path_are_named(tmp_path):
     with pytest.raises(InputError, match="no config.json") as err:
-        E.resolve_model(tmp_path, "dense.lock")
-    assert err.value.field == "dense.lock"
+        E.resolve_model(tmp_path, "dense.models.dense")
+    assert err.value.field == "dense.models.dense"
     with pytest.raises(InputError, match="model not found") as err:
         E.resolve_model(tmp_path / "nope", "--model")
     assert err.value.field == "--model" and err.value.path == str(tmp_path / "nope")
@@ -65,13 +65,13 @@ def test_a_hub_id_at_a_revision(hf_folder, monkeypatch):
         return str(hf_folder)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    folder, source = E.resolve_model("hub:org/model@0123abc", "dense.lock")
+    folder, source = E.resolve_model("hub:org/model@0123abc", "dense.models.dense")
     assert calls == [("org/model", "0123abc")] and folder == hf_folder
     assert source == {"hub": "org/model", "revision": "0123abc",
                       "files": {"1_Pooling/config.json": SHA_EMPTY, "config.json": SHA_ABC}}
     with pytest.raises(InputError, match="expected hub:NAME@REVISION") as err:
-        E.resolve_model("hub:org/model", "dense.lock")  # no revision: nothing would pin the files
-    assert err.value.field == "dense.lock"
+        E.resolve_model("hub:org/model", "dense.models.dense")  # no revision: nothing would pin the files
+    assert err.value.field == "dense.models.dense"
 
 
 def test_a_lock_with_a_hub_source_verifies_the_download(hf_folder, tmp_path, monkeypatch):
@@ -101,9 +101,9 @@ def test_no_hub_is_a_one_line_error(tmp_path, monkeypatch, capsys):
     beir = write_beir(tmp_path / "beir", [{"_id": "d1", "title": "", "text": "x"}], [{"_id": "q1", "text": "x"}],
                       {"test": [("q1", "d1", 1)]})
     monkeypatch.chdir(tmp_path)
-    code = cli.main(["encode", "--dataset", str(beir), "--output", "out", "--set", "dense.lock=hub:org/m@v1"])
+    code = cli.main(["encode", "--dataset", str(beir), "--output", "out", "--set", "dense.models.dense=hub:org/m@v1"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "field 'dense.lock'" in err
+    assert code == 2 and err.count("\n") == 1 and "field 'dense.models.dense'" in err
     assert "cannot fetch org/m@v1 from the hub: Cannot find the requested files" in err
     assert not (tmp_path / "out").exists()
 

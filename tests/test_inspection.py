@@ -142,7 +142,7 @@ def test_cli_text_json_and_comparison(beir, base_encoder, monkeypatch, capsys):
     real_load = E.load
     monkeypatch.setattr(E, "load", cached_load)
     common = ["inspect-embeddings", "--dataset", str(beir), "--n", "1", "--k", "2",
-              "--set", f"dense.lock={LOCK}"]
+              "--set", f"dense.models.dense={LOCK}"]
     assert cli.main(common) == 0
     text = capsys.readouterr().out
     assert "query q2: I forgot my VPN password" in text

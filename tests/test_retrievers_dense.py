@@ -71,7 +71,7 @@ def test_from_a_beir_folder_encodes_with_the_locked_base_model(tmp_path):
     beir = write_beir(tmp_path, [{"_id": "d1", "title": "Mitochondria", "text": "They make ATP."},
                                  {"_id": "d2", "title": "", "text": "Stock markets fell."}],
                       [{"_id": "q1", "text": "cell energy"}], {"test": [("q1", "d1", 1)]})
-    params = Params(dense=DenseParams(lock=str(REPO / "models" / "base.lock.json"), device="cpu"))
+    params = Params(dense=DenseParams(models={"dense": str(REPO / "models" / "base.lock.json")}, device="cpu"))
     dense = DenseRetriever.from_inputs(params, dataset=load_dataset(beir))
     run = dense.search({"q1": "cell energy", "new": "share prices"}, 10)
     assert list(run["q1"]) == ["d1", "d2"] and list(run["new"]) == ["d2", "d1"]

@@ -5,9 +5,9 @@ each file; every hash is checked before any file is used. ``source`` is
 ``package:<module>`` (an installed package with ``get_model_path()``, the offline
 default) or ``hub`` (downloaded at the pinned revision through huggingface_hub).
 The base model's lock ships inside this package (``builtin``, the default of
-``dense.lock``), so every command works from any folder.
+``dense.models.dense``), so every command works from any folder.
 
-A model is named (``dense.lock``, ``--model``) by: ``builtin``; a lock file; a Hugging
+A model is named (``dense.models.<name>``, ``--model``) by: ``builtin``; a lock file; a Hugging
 Face model folder (a fine-tuned model, or any local model: its files are hashed and
 recorded like a pinned revision); or ``hub:NAME@REVISION`` (downloaded at that
 revision, then hashed and recorded the same way).

@@ -8,6 +8,7 @@ import json
 import sys
 import tempfile
 
+from ..core.params import base_model
 from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "train a tiny setting straight and stopped+resumed; check steps, data order, losses, weights (JSON report)"
@@ -33,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from ..training import compare_resume, training_data, variant_of
 
     params = params_of(args)
-    check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives, "dense.lock": params.dense.lock},
+    spec, where = base_model(params)
+    check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives, where: spec},
                 files={"--output": args.output})
     train = dataclasses.replace(params.train, max_steps=args.steps, batch_size=args.batch_size,
                                 max_seq_length=args.max_length)
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     data = training_data(dataset, args.negatives, train.positives_per_query, list(params.retrieve.fields),
                          train.positives_at_least)
     with tempfile.TemporaryDirectory(prefix="compare-resume-") as work:
-        report = compare_resume(lambda: load(params.dense.lock, args.device), data, train, args.variant, variant,
+        report = compare_resume(lambda: load(spec, args.device, where), data, train, args.variant, variant,
                                 args.stop_after or args.steps // 2, work)
     write_json(args.output, report)
     print(json.dumps({"passed": report["passed"], **report["checks"],

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.params import base_model
 from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "encode a BEIR folder's documents and queries with a dense model into an embeddings folder"
@@ -10,7 +11,8 @@ HELP = "encode a BEIR folder's documents and queries with a dense model into an 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, help="BEIR folder")
     parser.add_argument("--model", help="builtin, a lock file (hashes verified), a Hugging Face model folder "
-                        "(fine-tuned or any other) or hub:NAME@REVISION (default: dense.lock)")
+                        "(fine-tuned or any other) or hub:NAME@REVISION (default: the model train.base names "
+                        "under dense.models)")
     parser.add_argument("--output", required=True, help="embeddings folder to write")
     add_params_args(parser)
 
@@ -23,11 +25,11 @@ def run(args: argparse.Namespace) -> int:
     from ..encoder import encode_dataset, load
 
     params = params_of(args)
-    model = {"--model": args.model} if args.model else {"dense.lock": params.dense.lock}
-    check_paths(args, {"--dataset": args.dataset, **model}, folders={"--output": args.output})
+    spec, where = (args.model, "--model") if args.model else base_model(params)
+    check_paths(args, {"--dataset": args.dataset, where: spec}, folders={"--output": args.output})
     dataset = load_dataset(args.dataset)  # a bad folder fails before the model loads
     dist_info, device = init_distributed(params.dense.device)
-    encoder = load(args.model or params.dense.lock, device, "--model" if args.model else "dense.lock")
+    encoder = load(spec, device, where)
     note = empty_documents_note(dataset.corpus, params.retrieve.fields, "each is encoded as an empty text")
     if note and dist_info.main:
         print(f"encode: {note}")

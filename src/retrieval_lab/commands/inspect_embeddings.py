@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.params import base_model
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("show N queries' and N documents' texts, embedding dimension and norm, and nearest documents "
@@ -12,7 +13,7 @@ HELP = ("show N queries' and N documents' texts, embedding dimension and norm, a
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, help="BEIR folder")
-    parser.add_argument("--model", help="lock file (hashes verified) or model folder (default: dense.lock)")
+    parser.add_argument("--model", help="lock file (hashes verified) or model folder (default: the model train.base names under dense.models)")
     parser.add_argument("--compare-model", metavar="PATH",
                         help="a second model (e.g. fine-tuned folder): per query, neighbours under both")
     parser.add_argument("--n", type=int, default=3, help="first N queries of the split and first N documents "
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         encoder = load(model, params.dense.device)
         return inspect(encoder, dataset, args.split, args.n, args.k, params.dense, fields)
 
-    base = report_for(args.model or params.dense.lock)
+    base = report_for(args.model or base_model(params)[0])
     if args.compare_model is None:
         print(json.dumps(base, indent=2, ensure_ascii=False) if args.json else format_report(base))
         return 0

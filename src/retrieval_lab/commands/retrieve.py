@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.params import base_model
 from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "rank documents for each query with one retriever (bm25, lsa, dense) and write a TREC run"
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from ..runs import write_run
 
     params = params_of(args)
-    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, "dense.lock": params.dense.lock},
+    spec, where = base_model(params)
+    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, where: spec},
                 files={"--output": args.output})
     cls = retrievers.get(args.retriever)
     if args.depth is not None:

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 
+from ..core.params import base_model
 from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = "fine-tune the base encoder on mined negatives; save the model and the dataset's embeddings"
@@ -37,9 +38,10 @@ def _check_paths(args: argparse.Namespace, params) -> None:
     checkpoint = args.checkpoint or (default_checkpoint(args.model_out) if args.stop_after is not None else None)
     # resuming from the checkpoint this run goes on writing is reading back what the stage wrote
     same = args.resume and checkpoint and Path(args.resume).resolve() == Path(checkpoint).resolve()
+    spec, where = base_model(params)
     check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives,
                        "--base-embeddings": args.base_embeddings, "--resume": None if same else args.resume,
-                       "dense.lock": params.dense.lock},
+                       where: spec},
                 files={"--checkpoint": checkpoint},
                 folders={"--model-out": args.model_out, "--embeddings-out": args.embeddings_out,
                          "--live-dir": args.live_dir})

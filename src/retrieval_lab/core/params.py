@@ -2,7 +2,7 @@
 
 ``params.yaml`` maps onto :class:`Params`; each stage takes its own section (``params.bm25``,
 ``params.train`` ...). The built-in defaults below equal the repository's params.yaml, key for
-key, except ``dense.lock`` (``builtin`` is the packaged copy of ``models/base.lock.json``);
+key, except ``dense.models.dense`` (``builtin`` is the packaged copy of ``models/base.lock.json``);
 ``tests/test_config.py`` fails when they drift, so a command run outside the pipeline behaves as
 the pipeline does. Each field declares its rule (:mod:`.rules`) with :func:`param`; a params
 object checks its values when it is built, from a file (:mod:`.params_file`), a ``--set`` or in
@@ -123,23 +123,37 @@ class DenseParams(Section):
     bf16: bool = False  # bf16 autocast for encoding (CUDA, or a CPU with AVX512-BF16/AMX); training on CUDA always
     # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
     faiss_factory: str = param("Flat", rules.FAISS_FACTORY)
-    # the lock shipped in the package; or a lock file, a model folder, hub:NAME@REVISION
-    lock: str = param("builtin", rules.lock)
     seed: int = param(0, SEED)  # FAISS training (IVF k-means) when faiss_factory is not exact
+    # run name -> model: builtin (the lock shipped in the package), a lock file, a model folder or
+    # hub:NAME@REVISION; dvc.yaml gives each its encode, retrieve and evaluate stages
+    models: dict[str, str] = param(factory=lambda: {"dense": "builtin"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name, spec in self.models.items():
+            if (why := rules.lock(spec)) is not None:
+                raise InputError(why, field=f"{self.KEY}.models.{name}")
+
+
+@dataclass(frozen=True)
+class FusionMethod(Section):
+    """A fusion method's one parameter (the method's module says what it means and which values are valid)."""
+    value: float = param()  # used when fusion.tune is false or no qrels are given
+    grid: list[float] = param(rule=lambda value: None if value else "expected at least one value")  # tuning
 
 
 @dataclass(frozen=True)
 class FusionParams(Section):
     # the dense run fused with bm25 (dvc.yaml: runs/<dataset>/<dense>.trec)
     dense: str = param("dense-ft-query", RUN_NAME)
-    rrf_k: float = param(60.0, ABOVE_ZERO)
-    alpha: float = param(0.5, UNIT)
     depth: int = param(100, POSITIVE)
     tune: bool = True  # grid search on the qrels given to `fuse --qrels` (val queries); false: fixed values
-    rrf_k_grid: list[float] = param(rule=each(ABOVE_ZERO), factory=lambda: [10.0, 20.0, 40.0, 60.0, 100.0])
-    alpha_grid: list[float] = param(rule=each(UNIT),
-                                    factory=lambda: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
     tune_measure: str = param("nDCG@10", MEASURE_NAME)
+    # a name in the fusion registry (src/retrieval_lab/fusion) -> its parameter; dvc.yaml fuses once per entry
+    methods: dict[str, FusionMethod] = param(factory=lambda: {
+        "rrf": FusionMethod(60.0, [10.0, 20.0, 40.0, 60.0, 100.0]),
+        "weighted": FusionMethod(0.5, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
+    })
 
 
 @dataclass(frozen=True)
@@ -194,6 +208,7 @@ class TrainParams(Section):
     patience: int | None = param(None, POSITIVE)
     # a name in the losses registry (src/retrieval_lab/losses)
     loss: str = param("multi_positive_nce", rules.matches(rules.NAME, "a loss name (the losses registry lists them)"))
+    base: str = param("dense", RUN_NAME)  # the model fine-tuned: a name under dense.models
     variants: dict[str, TrainVariant] = param(factory=lambda: {
         "hard": TrainVariant("hard", 0.05),
         "random": TrainVariant("random", 0.05),
@@ -241,12 +256,34 @@ class Params(Section):
     evaluate: EvaluateParams = param(factory=EvaluateParams)
     compare: CompareParams = param(factory=CompareParams)
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_models(self)
+
 
 for _section in dataclasses.fields(Params):  # each section's dotted key, for its errors
     _cls = typing.get_type_hints(Params)[_section.name]
     if dataclasses.is_dataclass(_cls):
         _cls.KEY = _section.name
 TrainVariant.KEY = "train.variants.*"
+FusionMethod.KEY = "fusion.methods.*"
+
+
+def _check_models(params: Params) -> None:
+    """dense.models: run names no other retriever takes, and train.base among them."""
+    taken = {"bm25", "lsa", *(f"dense-ft-{v}" for v in params.train.variants),
+             *(f"fused-{m}" for m in params.fusion.methods)}  # dvc.yaml's other run names
+    for name in params.dense.models:
+        if name in taken:
+            raise InputError(f"run name {name!r} is another retriever's", field=f"dense.models.{name}")
+    if params.train.base not in params.dense.models:
+        raise InputError(f"{params.train.base!r} is not a model under dense.models "
+                         f"(names: {', '.join(params.dense.models) or 'none'})", field="train.base")
+
+
+def base_model(params: Params) -> tuple[str, str]:
+    """The model fine-tuning starts from, which commands use when no model is named, and its setting."""
+    return params.dense.models[params.train.base], f"dense.models.{params.train.base}"
 
 
 def as_dict(obj) -> Any:

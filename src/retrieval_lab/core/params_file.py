@@ -82,6 +82,24 @@ def _coerce(value: Any, tp, where: str, source: str) -> Any:
     raise TypeError(f"unsupported annotation {tp} at {where}")
 
 
+def _required(cls) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+
+
+def _with_default_entries(cls, key: str, value):
+    """An entry of a mapping whose items have required keys, named as a default entry, takes the keys it
+    does not give from that entry: ``--set fusion.methods.rrf.value=70`` on a file without the section
+    keeps rrf's default grid."""
+    factory = next(f.default_factory for f in dataclasses.fields(cls) if f.name == key)
+    default = factory() if factory is not dataclasses.MISSING else None
+    if not (isinstance(value, dict) and isinstance(default, dict)):
+        return value
+    return {name: {**dataclasses.asdict(default[name]), **item}
+            if isinstance(item, dict) and dataclasses.is_dataclass(default.get(name)) and
+            _required(type(default[name])) else item for name, item in value.items()}
+
+
 def _build(cls, data: dict, prefix: str, source: str):
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
@@ -92,7 +110,9 @@ def _build(cls, data: dict, prefix: str, source: str):
     kwargs = {}
     for key, value in data.items():
         where = f"{prefix}.{key}" if prefix else key
-        kwargs[key] = _coerce(value, hints[key], where, source)
+        kwargs[key] = _coerce(_with_default_entries(cls, key, value), hints[key], where, source)
+    if missing := [name for name in _required(cls) if name not in data]:  # keys with no default (FusionMethod)
+        raise InputError("missing key", source, field=f"{prefix}.{missing[0]}" if prefix else missing[0])
     try:
         return cls(**kwargs)  # the schema applies each field's rule
     except InputError as exc:  # named by the section's key (train.variants.*): name it by this one

@@ -1,7 +1,8 @@
 """Fusion registry (``--method NAME``) and grid-search tuning of each method's one parameter.
 
-A method module defines ``fuse(runs, value, depth) -> Run`` and names the fusion
-params it reads: ``PARAM`` (the fixed value) and ``GRID`` (the values tried when tuning).
+A method module defines ``fuse(runs, value, depth) -> Run``, ``PARAM`` (what its parameter is
+called in reports) and ``check(value) -> None | why``; its parameter's fixed value and tuning grid
+are ``fusion.methods.<NAME>`` in params (dvc.yaml fuses once per entry there).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from types import ModuleType
 
 from ..core.data import Qrels
 from ..core.errors import InputError
-from ..core.params import FusionParams
+from ..core.params import FusionMethod, FusionParams
 from ..runs import Run
 
 METHODS = ("rrf", "weighted")
@@ -28,6 +29,20 @@ def get(name: str) -> ModuleType:
     return importlib.import_module(module_of(name))
 
 
+def _settings(method: str, params: FusionParams) -> tuple[ModuleType, FusionMethod]:
+    """The method's module and its params, every value checked by the module's own rule."""
+    module = get(method)
+    where = f"fusion.methods.{method}"
+    if method not in params.methods:
+        raise InputError(f"no params for fusion method {method!r} (given: {', '.join(params.methods) or 'none'})",
+                         field=where)
+    settings = params.methods[method]
+    for key, value in [("value", settings.value), *((f"grid[{i}]", v) for i, v in enumerate(settings.grid))]:
+        if (why := module.check(value)) is not None:
+            raise InputError(why, field=f"{where}.{key}")
+    return module, settings
+
+
 def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> dict:
     """Try every value of the method's grid on ``qrels``; the best ``tune_measure`` mean wins.
 
@@ -35,12 +50,9 @@ def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> di
     """
     from ..metrics import measure_run
 
-    module = get(method)
-    grid = getattr(params, module.GRID)
-    if not grid:
-        raise InputError("empty grid", field=f"fusion.{module.GRID}")
+    module, settings = _settings(method, params)
     scores = []
-    for value in grid:
+    for value in settings.grid:
         fused = module.fuse(runs, value, params.depth)
         scores.append({"value": value,
                        "score": measure_run(qrels, fused, [params.tune_measure]).means[params.tune_measure]})
@@ -50,11 +62,11 @@ def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> di
 
 def fuse(method: str, runs: list[Run], params: FusionParams, qrels: Qrels | None = None) -> tuple[Run, dict]:
     """Fuse with the value tuned on ``qrels`` when given and ``fusion.tune`` is on, else the fixed one."""
-    module = get(method)
+    module, settings = _settings(method, params)
     report = {"method": method, "depth": params.depth}
     if qrels is not None and params.tune:
         report.update(tuned=True, **tune(method, runs, qrels, params))
     else:
         why = "no qrels given" if qrels is None else "fusion.tune is false"
-        report.update(tuned=False, reason=why, param=module.PARAM, chosen=getattr(params, module.PARAM))
+        report.update(tuned=False, reason=why, param=module.PARAM, chosen=settings.value)
     return module.fuse(runs, report["chosen"], params.depth), report

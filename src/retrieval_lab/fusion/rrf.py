@@ -5,7 +5,12 @@ from __future__ import annotations
 from ..runs import Run
 from .base import top_depth
 
-PARAM, GRID = "rrf_k", "rrf_k_grid"  # the fusion params this method reads
+PARAM = "rrf_k"  # fusion.methods.rrf.value / .grid, as reports name it
+
+
+def check(k: float) -> str | None:
+    """k > 0: at 0 the first rank would weigh 1 against 1/2, 1/3 ... and a negative k divides by zero."""
+    return None if k > 0 else f"k must be > 0, got {k}"
 
 
 def fuse(runs: list[Run], k: float, depth: int) -> Run:

@@ -8,7 +8,12 @@ from ..core.errors import InputError
 from ..runs import Run
 from .base import top_depth
 
-PARAM, GRID = "alpha", "alpha_grid"  # the fusion params this method reads
+PARAM = "alpha"  # fusion.methods.weighted.value / .grid, as reports name it
+
+
+def check(alpha: float) -> str | None:
+    """alpha, the first run's weight, in [0, 1]: a convex combination."""
+    return None if 0.0 <= alpha <= 1.0 else f"alpha must lie in [0, 1], got {alpha}"
 
 
 def _minmax(pairs: list[tuple[str, float]]) -> dict[str, float]:
@@ -37,8 +42,8 @@ def fuse(runs: list[Run], alpha: float, depth: int) -> Run:
     """
     if len(runs) != 2:
         raise InputError(f"weighted fusion combines exactly 2 runs, got {len(runs)}", field="--runs")
-    if not 0.0 <= alpha <= 1.0:
-        raise InputError(f"alpha must lie in [0, 1], got {alpha}", field="fusion.alpha")
+    if (why := check(alpha)) is not None:
+        raise InputError(why, field="fusion.methods.weighted.value")
     a, b = runs
     fused: Run = {}
     for qid in set(a) | set(b):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.params import DenseParams, Params
+from ..core.params import DenseParams, Params, base_model
 from ..runs import Run, ranked
 
 _QUERY_CHUNK = 1024  # queries searched at once: bounds the [chunk, depth] result arrays
@@ -49,7 +49,8 @@ class DenseRetriever:
     """score(q, d) = e_q . e_d with unit mean-pooled embeddings, i.e. their cosine.
 
     Built from an embeddings folder (queries already encoded there are looked up by
-    id) or from a BEIR folder, encoded on the fly with the ``dense.lock`` base model.
+    id) or from a BEIR folder, encoded on the fly with the base model (``train.base`` under
+    ``dense.models``).
     Every document is a result (cosines may be negative); the top ``depth`` are kept.
     """
 
@@ -74,7 +75,8 @@ class DenseRetriever:
         if dataset is None:
             raise InputError("dense reads an embeddings folder (--embeddings) or a BEIR folder (--dataset)",
                              field="--embeddings")
-        model = enc.load(params.dense.lock, params.dense.device, "dense.lock")
+        spec, where = base_model(params)
+        model = enc.load(spec, params.dense.device, where)
         return cls(enc.embed_dataset(model, dataset, params.dense, params.retrieve.fields), params.dense, model)
 
     def _encoder_for_new_queries(self):

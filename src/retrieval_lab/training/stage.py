@@ -9,7 +9,7 @@ from pathlib import Path
 from ..core.atomic import atomic_path
 from ..core.data import Dataset
 from ..core.errors import InputError
-from ..core.params import Params
+from ..core.params import Params, base_model
 from ..dense_evaluation import dense_means
 from ..distributed import end_distributed, init_distributed
 from ..losses import get_loss
@@ -54,7 +54,8 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
             raise InputError(f"its {len(frozen.doc_ids)} documents are not the {len(dataset.corpus)} of "
                              f"{dataset.path}", str(base_embeddings), field="--base-embeddings")
         data = with_frozen_documents(data, frozen)
-    encoder = load(params.dense.lock, device, "dense.lock")
+    spec, where = base_model(params)
+    encoder = load(spec, device, where)
     # both limits before training: the final encode reads dense.max_seq_length only after every step
     encoder.check_max_length(train.max_seq_length, "train.max_seq_length")
     encoder.check_max_length(params.dense.max_seq_length, "dense.max_seq_length")
