@@ -99,7 +99,7 @@ def _texts(data_dir: str, triples: list[tuple]) -> tuple[dict, dict, dict]:
 def _score(encoder, data_dir: str, documents: tuple | None = None) -> dict:
     from retrieval_lab.core.data import load_dataset
     from retrieval_lab.core.params import DenseParams
-    from retrieval_lab.dense_evaluation import dense_means
+    from retrieval_lab.training.validation import dense_means
 
     dataset = load_dataset(data_dir, ["test"])
     qrels = dataset.qrels["test"]
@@ -195,24 +195,21 @@ def ours(args: dict, variant_name: str = "hard") -> dict:
     from retrieval_lab.encoder import embed_dataset, load
     from retrieval_lab.mining import mine
     from retrieval_lab.runs import read_run
-    from retrieval_lab.training import LoopOptions, fine_tune, training_data, with_frozen_documents
+    from retrieval_lab.training import LoopOptions, TrainSpec, fine_tune, training_data, with_frozen_documents
 
     params = load_params(ROOT / "params.yaml", args["overrides"])
     dataset = load_dataset(args["data"])
-    variant = params.train.variants[variant_name]
-    train = params.train if variant.epochs is None else dataclasses.replace(params.train, epochs=variant.epochs)
     # a fixed number of epochs, as the recipes it is set against: the raw collection has no val split
-    train = dataclasses.replace(train, select="last", patience=None)
-    records = mine(read_run(args["run"]), dataset, params.mine, variant.negatives)
-    data = training_data(dataset, records, train.positives_per_query, FIELDS, train.positives_at_least)
+    spec = TrainSpec.from_params(params.train, variant_name, select="last", patience=None)
+    records = mine(read_run(args["run"]), dataset, params.mine, spec.negatives)
+    data = training_data(dataset, records, spec.train.positives_per_query, FIELDS, spec.train.positives_at_least)
     documents = None
-    if variant.side == "query":  # the frozen documents: the base model's fp32 embeddings, as scored below
+    if spec.query_side:  # the frozen documents: the base model's fp32 embeddings, as scored below
         base = embed_dataset(load(LOCK, "cpu"), dataset, dataclasses.replace(params.dense, bf16=False), FIELDS)
         data = with_frozen_documents(data, base)
         documents = (base.doc_ids, base.doc_embeddings)
     encoder = load(LOCK, "cpu")
-    options = LoopOptions(variant.temperature, {}, progress=False)
-    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, train, options))
+    seconds, result = _bench.timed(lambda: fine_tune(encoder, data, spec, LoopOptions({}, progress=False)))
     return {"contender": f"ours (train@{variant_name}, " + ", ".join(args["overrides"]) + ")",
             "train_seconds": seconds, "steps": result.steps, **_score(encoder, args["data"], documents)}
 

@@ -28,10 +28,10 @@ GOAL = 1.1  # time ratio ours / sentence-transformers
 
 def _batch(data_dir: str, negatives: str | None, size: int, seed: int):
     """32 (query, positive, negative) triples as a TrainingData + its batch of examples."""
-    from retrieval_lab.batching import Example
     from retrieval_lab.core.data import load_dataset, positives
     from retrieval_lab.mining import annotated_positives, read_negatives
     from retrieval_lab.training import TrainingData
+    from retrieval_lab.training.batching import Example
 
     dataset = load_dataset(data_dir, ["train"])
     rng = random.Random(seed)
@@ -51,9 +51,11 @@ def _batch(data_dir: str, negatives: str | None, size: int, seed: int):
 def ours(args: dict) -> dict:
     import torch
 
-    from retrieval_lab.batching import make_batch
+    from retrieval_lab.core.params import TrainParams, TrainVariant
     from retrieval_lab.encoder import load
-    from retrieval_lab.training import train_step
+    from retrieval_lab.losses import multi_positive_nce
+    from retrieval_lab.training import TrainSpec, train_step
+    from retrieval_lab.training.batching import make_batch
 
     data = _batch(args["data"], args["negatives"], args["batch"], args["seed"])
     torch.manual_seed(0)
@@ -61,9 +63,11 @@ def ours(args: dict) -> dict:
     encoder.model.train()
     optimizer = torch.optim.AdamW(encoder.model.parameters(), lr=2e-5)
     batch = make_batch(data.examples, data.relevant)
+    spec = TrainSpec("bench", TrainVariant("hard", args["temperature"]), TrainParams(max_seq_length=args["max_length"]),
+                     multi_positive_nce)
 
     def step():
-        loss = train_step(encoder, batch, data, args["max_length"], args["temperature"])
+        loss = train_step(encoder, batch, data, spec)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         _sync(encoder.device)

@@ -81,17 +81,17 @@ def _training_data(dataset, seed: int):
 
 
 def check_train(dataset, device: str, steps: int, max_length: int, workdir: Path) -> dict:
-    """``steps`` steps straight, and stopped at half then resumed (training.compare_resume)."""
-    from retrieval_lab.core.params import TrainParams, TrainVariant
+    """``steps`` steps straight, and stopped at half then resumed (training.check_resume)."""
+    from retrieval_lab.core.params import TrainParams
     from retrieval_lab.encoder import load
-    from retrieval_lab.training import compare_resume
+    from retrieval_lab.training import TrainSpec, check_resume
 
     data = _training_data(dataset, 11)
     params = TrainParams(seed=42, max_steps=steps, batch_size=32, lr=2e-5, schedule="constant", warmup_ratio=0.0,
                          max_seq_length=max_length, positives_per_query=1, positives_at_least=True)
+    spec = TrainSpec.from_params(params, "random")  # the built-in variant: random negatives, temperature 0.05
     started = time.perf_counter()
-    report = compare_resume(lambda: load(LOCK, device), data, params, "random", TrainVariant("random", 0.05),
-                            steps // 2, workdir)
+    report = check_resume(lambda: load(LOCK, device), data, spec, steps // 2, workdir)
     losses, resumed = report["straight_losses"], report["resumed_losses"]
     k = min(5, len(losses) // 2)
     loss_diff = max(abs(a - b) for a, b in zip(losses, resumed))
@@ -147,16 +147,18 @@ def _ddp_worker(rank: int, world: int, port: int, data: str, out: str) -> None:
 
 def _one_batch(dist_info, data: str, device: str) -> dict:
     """Loss and gradients of one global batch of 32 queries, dropout off (each rank would draw its own)."""
-    from retrieval_lab.batching import make_batch
+    from retrieval_lab.core.params import TrainParams, TrainVariant
     from retrieval_lab.encoder import load
-    from retrieval_lab.training import distributed_model, train_step
+    from retrieval_lab.losses import multi_positive_nce
+    from retrieval_lab.training import TrainSpec, distributed_model, train_step
+    from retrieval_lab.training.batching import make_batch
 
     training = _training_data(_dataset(data), 11)
+    spec = TrainSpec("ddp", TrainVariant("random", 0.05), TrainParams(max_seq_length=128), multi_positive_nce)
     encoder = load(LOCK, device)
     encoder.model.eval()
     with distributed_model(encoder, dist_info):
-        loss = train_step(encoder, make_batch(training.examples[:32], training.relevant), training, 128, 0.05,
-                          dist_info)
+        loss = train_step(encoder, make_batch(training.examples[:32], training.relevant), training, spec, dist_info)
     return {"loss": loss.item(),
             "grads": {n: p.grad.float().cpu() for n, p in encoder.model.named_parameters() if p.grad is not None}}
 

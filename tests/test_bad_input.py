@@ -171,11 +171,11 @@ def runs(tmp_path) -> tuple[Path, Path]:
 
 
 @pytest.mark.parametrize("case", list(RUN_CASES))
-def test_bad_run_in_eval(case, beir, runs, capsys):
+def test_bad_run_in_score_runs(case, beir, runs, capsys):
     line, new, field, reason = RUN_CASES[case]
     _, bad = runs
     replace_line(bad, line, new)
-    fails(["eval", str(beir / "qrels" / "test.tsv"), str(bad), "-m", "nDCG@10"], capsys, bad, line, field,
+    fails(["score-runs", str(beir / "qrels" / "test.tsv"), str(bad), "-m", "nDCG@10"], capsys, bad, line, field,
           reason)
 
 
@@ -233,8 +233,8 @@ def foreign_run(tmp_path) -> Path:
     return path
 
 
-def test_run_for_another_dataset_in_eval(beir, foreign_run, capsys):
-    fails(["eval", str(beir / "qrels" / "test.tsv"), str(foreign_run), "-m", "nDCG@10"], capsys,
+def test_run_for_another_dataset_in_score_runs(beir, foreign_run, capsys):
+    fails(["score-runs", str(beir / "qrels" / "test.tsv"), str(foreign_run), "-m", "nDCG@10"], capsys,
           foreign_run, reason="shares no query with the qrels")
 
 
@@ -263,7 +263,7 @@ def test_query_without_positive_is_counted_and_excluded_by_evaluate(beir, params
     assert (out["queries_evaluated"], out["queries_without_positive"]) == (1, 1)
     # only q3 counts: d3 at rank 1 -> nDCG@10 = 1, RR = 1 (q4 would pull both to 0.5 if it were scored 0)
     assert out["nDCG@10"] == pytest.approx(1.0) and out["RR"] == pytest.approx(1.0)
-    assert cli.main(["eval", str(beir / "qrels" / "test.tsv"), str(run), "-m", "RR"]) == 0
+    assert cli.main(["score-runs", str(beir / "qrels" / "test.tsv"), str(run), "-m", "RR"]) == 0
     assert "1 without a positive (excluded)" in capsys.readouterr().out
 
 

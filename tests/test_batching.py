@@ -8,17 +8,18 @@ import pytest
 import torch
 from beir_fixtures import write_beir
 
-from retrieval_lab.batching import (
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.core.errors import InputError
+from retrieval_lab.distributed import shard
+from retrieval_lab.losses import multi_positive_nce
+from retrieval_lab.training.batching import (
     Example,
+    batches_per_epoch,
     build_examples,
     epoch_batches,
     epoch_order,
     make_batch,
 )
-from retrieval_lab.core.data import load_dataset
-from retrieval_lab.core.errors import InputError
-from retrieval_lab.distributed import shard
-from retrieval_lab.losses import multi_positive_nce
 
 # q1 -> a, b ; q2 -> c, d ; q3 -> e, f.  Mined: q1's negative c is q2's positive; q2's negative a is q1's.
 EXAMPLES = [Example("q1", ("a", "b"), ("c",)), Example("q2", ("c", "d"), ("a",)), Example("q3", ("e", "f"), ("g",))]
@@ -116,3 +117,12 @@ def test_epoch_order_and_shards():
     # 7 items on 3 ranks: 3, 2, 2
     assert [shard(7, 3, r) for r in range(3)] == [(0, 3), (3, 5), (5, 7)]
     assert shard(5, 1, 0) == (0, 5)
+
+
+def test_batches_per_epoch_counts_what_epoch_batches_returns():
+    # 10 examples in 4s: slices of 4, 4, 2; the 2 is dropped when at least 3 are needed (DDP on 3 ranks)
+    assert batches_per_epoch(10, 4) == 3 and batches_per_epoch(10, 4, min_size=3) == 2
+    for n in range(12):
+        for size in (1, 3, 4, 5):
+            for min_size in (1, 2, 3):
+                assert batches_per_epoch(n, size, min_size) == len(epoch_batches(n, size, 7, 1, min_size))

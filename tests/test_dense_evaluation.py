@@ -1,4 +1,4 @@
-"""dense_evaluation: an encoder ranked in memory and measured by the metrics engine."""
+"""training.validation: an encoder ranked in memory and measured by the metrics engine."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from retrieval_lab.core.params import Params
-from retrieval_lab.dense_evaluation import _top_stable, dense_means
+from retrieval_lab.training.validation import _top_stable, dense_means
 
 
 def test_dense_means_ranks_by_dot_product():

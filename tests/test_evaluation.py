@@ -107,10 +107,10 @@ def write_qrels_tsv(path, rows):
     return path
 
 
-def test_eval_command_json(tiny, tmp_path, capsys):
+def test_score_runs_command_json(tiny, tmp_path, capsys):
     dataset, run_path, _ = tiny
     qrels = dataset / "qrels" / "test.tsv"
-    assert run_command("eval", [str(qrels), str(run_path), "-m", "RR", "-m", "R@3", "--json", "--per-query"]) == 0
+    assert run_command("score-runs", [str(qrels), str(run_path), "-m", "RR", "-m", "R@3", "--json", "--per-query"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert list(out) == ["sys.trec"]
     assert out["sys.trec"]["RR"] == pytest.approx(5 / 18)  # (1/2 + 1/3 + 0) / 3
@@ -120,10 +120,10 @@ def test_eval_command_json(tiny, tmp_path, capsys):
     assert out["sys.trec"]["per_query"]["q1"] == {"RR": 0.5, "R@3": 1.0, "Judged@3": pytest.approx(2 / 3)}
 
 
-def test_eval_command_table_and_judged_only_label(tiny, tmp_path, capsys):
+def test_score_runs_command_table_and_judged_only_label(tiny, tmp_path, capsys):
     dataset, run_path, _ = tiny
     qrels = dataset / "qrels" / "test.tsv"
-    assert run_command("eval", [str(qrels), str(run_path), "-m", "P@1", "--judged-only"]) == 0
+    assert run_command("score-runs", [str(qrels), str(run_path), "-m", "P@1", "--judged-only"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("JUDGED-ONLY (condensed) evaluation")
     # condensed: q1 -> d2 (0), d1 (1); q2 -> d4 (1); q4 absent.
@@ -133,22 +133,22 @@ def test_eval_command_table_and_judged_only_label(tiny, tmp_path, capsys):
     assert "3 queries evaluated; 1 without a positive (excluded); 1 judged but absent" in text
 
 
-def test_eval_command_errors(tiny, tmp_path, capsys):
+def test_score_runs_command_errors(tiny, tmp_path, capsys):
     dataset, run_path, _ = tiny
     qrels = dataset / "qrels" / "test.tsv"
     bad = tmp_path / "bad.trec"
     bad.write_text("q1 Q0 d1 1 1.0 x\nq1 Q0 d2 2 oops x\n")
-    assert run_command("eval", [str(qrels), str(bad), "-m", "RR"]) == 2
+    assert run_command("score-runs", [str(qrels), str(bad), "-m", "RR"]) == 2
     assert f"{bad}:2 field 'score'" in capsys.readouterr().err
     other = tmp_path / "other.trec"
     other.write_text("zz Q0 d1 1 1.0 x\n")
-    assert run_command("eval", [str(qrels), str(other), "-m", "RR"]) == 2
+    assert run_command("score-runs", [str(qrels), str(other), "-m", "RR"]) == 2
     assert "shares no query with the qrels" in capsys.readouterr().err
-    assert run_command("eval", [str(qrels), str(run_path), "-m", "MRR@10"]) == 2
+    assert run_command("score-runs", [str(qrels), str(run_path), "-m", "MRR@10"]) == 2
     assert "unknown measure 'MRR@10' (valid: Success@k" in capsys.readouterr().err
     badq = tmp_path / "q.tsv"
     badq.write_text("q1 0 d1\n")
-    assert run_command("eval", [str(badq), str(run_path), "-m", "RR"]) == 2
+    assert run_command("score-runs", [str(badq), str(run_path), "-m", "RR"]) == 2
     assert f"{badq}:1" in capsys.readouterr().err
 
 
@@ -194,7 +194,7 @@ def test_strata_split_seen_from_unseen_queries_with_test_qrels_outside_the_datas
     assert "strata: seen (1 queries) RR 0.5000; unseen (2 queries) RR 0.1667" in capsys.readouterr().out
 
 
-def test_eval_reads_a_bom_prefixed_trec_run_and_qrels_like_the_plain_ones(tiny, tmp_path, capsys):
+def test_score_runs_reads_a_bom_prefixed_trec_run_and_qrels_like_the_plain_ones(tiny, tmp_path, capsys):
     # the case: "\ufeffq1" as the first query id lowered nDCG@10 and exited 0
     _, run_path, _ = tiny
     qrels = tmp_path / "qrels.txt"
@@ -204,7 +204,7 @@ def test_eval_reads_a_bom_prefixed_trec_run_and_qrels_like_the_plain_ones(tiny, 
     bom_qrels.write_bytes("\ufeff".encode() + qrels.read_bytes())
     results = []
     for q, r in [(qrels, run_path), (bom_qrels, bom_run)]:
-        assert run_command("eval", [str(q), str(r), "-m", "nDCG@3", "--json"]) == 0
+        assert run_command("score-runs", [str(q), str(r), "-m", "nDCG@3", "--json"]) == 0
         results.append(next(iter(json.loads(capsys.readouterr().out).values())))
     plain, marked = results
     # nDCG@3 = (1/log2 3 + 0.5 / (2 + 1/log2 3) + 0) / 3, as in the stage test above
@@ -212,17 +212,17 @@ def test_eval_reads_a_bom_prefixed_trec_run_and_qrels_like_the_plain_ones(tiny, 
     assert marked["run_queries_not_in_qrels"] == plain["run_queries_not_in_qrels"] == 1  # qx only
 
 
-def test_eval_refuses_the_same_run_twice(tiny, tmp_path, capsys, monkeypatch):
+def test_score_runs_refuses_the_same_run_twice(tiny, tmp_path, capsys, monkeypatch):
     dataset, run_path, _ = tiny
     qrels = dataset / "qrels" / "test.tsv"
-    assert run_command("eval", [str(qrels), str(run_path), str(run_path), "-m", "RR"]) == 2
+    assert run_command("score-runs", [str(qrels), str(run_path), str(run_path), "-m", "RR"]) == 2
     assert "run given twice" in capsys.readouterr().err
     monkeypatch.chdir(run_path.parent)  # the same file under two spellings
-    assert run_command("eval", [str(qrels), "sys.trec", f"../{run_path.parent.name}/sys.trec", "-m", "RR"]) == 2
+    assert run_command("score-runs", [str(qrels), "sys.trec", f"../{run_path.parent.name}/sys.trec", "-m", "RR"]) == 2
     assert "run given twice (also as sys.trec)" in capsys.readouterr().err
     copy = tmp_path / "copy.trec"
     copy.write_bytes(run_path.read_bytes())  # a copy is another run: both shown
-    assert run_command("eval", [str(qrels), str(run_path), str(copy), "-m", "RR", "--json"]) == 0
+    assert run_command("score-runs", [str(qrels), str(run_path), str(copy), "-m", "RR", "--json"]) == 0
     assert list(json.loads(capsys.readouterr().out)) == ["sys.trec", "copy.trec"]
 
 
@@ -231,11 +231,11 @@ def test_every_measure_with_fewer_queries_says_how_many_it_averages(tiny, tmp_pa
     # q2 ranks d5, d6, d4: d3 not retrieved -> R(rel=2)@1 = 0 over 1 query; RR averages all 3.
     dataset, run_path, params = tiny
     qrels = dataset / "qrels" / "test.tsv"
-    assert run_command("eval", [str(qrels), str(run_path), "-m", "R(rel=2)@1", "-m", "RR"]) == 0
+    assert run_command("score-runs", [str(qrels), str(run_path), "-m", "R(rel=2)@1", "-m", "RR"]) == 0
     text = capsys.readouterr().out
     assert "sys.trec: R(rel=2)@1 averages 1 of 3 queries (2 have no judgment >= 2)" in text
     assert "RR averages" not in text and "Judged@1 averages" not in text
-    assert run_command("eval", [str(qrels), str(run_path), "-m", "R(rel=2)@1", "-m", "RR", "--json"]) == 0
+    assert run_command("score-runs", [str(qrels), str(run_path), "-m", "R(rel=2)@1", "-m", "RR", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)["sys.trec"]
     assert (out["queries_evaluated"], out["queries_evaluated[R(rel=2)@1]"], out["queries_without_positive"],
             out["judged_queries_absent_from_run"], out["run_queries_not_in_qrels"]) == (3, 1, 1, 1, 1)
@@ -261,10 +261,10 @@ def test_every_measure_with_fewer_queries_says_how_many_it_averages(tiny, tmp_pa
     assert not is_measure_field("queries_evaluated[R(rel=2)@1]")
 
 
-def test_eval_json_writes_null_for_a_measure_no_query_qualifies_for(tiny, capsys):
+def test_score_runs_json_writes_null_for_a_measure_no_query_qualifies_for(tiny, capsys):
     # no judgment >= 3 anywhere: R(rel=3)@1 averages 0 queries; NaN is not JSON
     dataset, run_path, _ = tiny
-    assert run_command("eval", [str(dataset / "qrels" / "test.tsv"), str(run_path), "-m", "R(rel=3)@1",
+    assert run_command("score-runs", [str(dataset / "qrels" / "test.tsv"), str(run_path), "-m", "R(rel=3)@1",
                                 "--json"]) == 0
     out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     assert out["sys.trec"]["R(rel=3)@1"] is None and out["sys.trec"]["queries_evaluated[R(rel=3)@1]"] == 0

@@ -129,20 +129,20 @@ def test_check_loss_command(capsys):
     assert "MISMATCH" in capsys.readouterr().out
 
 
-def test_exercise_command_shows_the_sign_flip(capsys):
+def test_mask_demo_command_shows_the_sign_flip(capsys):
     from retrieval_lab.cli import main
 
-    assert main(["exercise"]) == 0
+    assert main(["mask-demo"]) == 0
     out = capsys.readouterr().out
     # diagonal mask keeps only column 0: softmax(all) - [1, 0, 0, 0] = [-0.356086, +0.236883, +0.087144, +0.032059]
     assert "diagonal        positives [0]      loss 0.440190 gradient [-0.356086, +0.236883, +0.087144, +0.032059]" in out
     assert "column 1: -0.032059 (pulled up) with the multi-positive mask, +0.236883 (pushed down)" in out
-    # one relevant document only: nothing to flip, so the exercise refuses
-    assert main(["exercise", "--positives", "0"]) == 2
+    # one relevant document only: nothing to flip, so the demo refuses
+    assert main(["mask-demo", "--positives", "0"]) == 2
     assert "error: field '--positives': needs at least two columns" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["check-loss", "exercise"])
+@pytest.mark.parametrize("command", ["check-loss", "mask-demo"])
 def test_loss_commands_refuse_columns_outside_the_row(command, capsys):
     from retrieval_lab.cli import main
 

@@ -241,14 +241,14 @@ def test_read_strategy_finds_the_audit_write_mined_wrote(tmp_path, monkeypatch):
 def test_the_pool_without_positives_draws_as_the_built_list_would():
     import random
 
-    from retrieval_lab.mining import _Without
+    from retrieval_lab.mining import _LazyDifference
 
     ordered = sorted(f"d{i:03d}" for i in range(300))
     for seed in range(40):
         rng = random.Random(seed)
         removed = set(rng.sample(ordered, rng.randint(0, 6))) | {"not-in-pool"}
         listed = [d for d in ordered if d not in removed]
-        lazy = _Without(ordered, removed)
+        lazy = _LazyDifference(ordered, removed)
         assert len(lazy) == len(listed) and list(lazy) == listed and lazy[-1] == listed[-1]
         count = rng.choice([1, 3, 7, 40])
         # the same seed gives the same negatives: mined files do not change with this optimisation

@@ -4,7 +4,7 @@ from command_runner import run_command
 
 from retrieval_lab.core.data import Doc, Query, read_qrels
 from retrieval_lab.core.errors import InputError
-from retrieval_lab.pooling import COLUMNS, merge, pool, read_labels
+from retrieval_lab.judgment_pool import COLUMNS, merge, pool, read_labels
 from retrieval_lab.runs import write_run
 
 QUERIES = {"q1": Query("q1", "printer\toffline"), "q2": Query("q2", "vpn drops")}

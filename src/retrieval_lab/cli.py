@@ -31,7 +31,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "compare": "compare",
     },
     "tools for runs, judgments and models": {
-        "eval": "eval",
+        "score-runs": "score_runs",
         "compare-runs": "compare_runs",
         "pool": "pool",
         "report": "report",
@@ -40,8 +40,8 @@ GROUPS: dict[str, dict[str, str]] = {
     },
     "teaching and checking": {
         "check-loss": "check_loss",
-        "exercise": "exercise",
-        "compare-resume": "compare_resume",
+        "mask-demo": "mask_demo",
+        "check-resume": "check_resume",
     },
 }
 COMMANDS = {name: module for group in GROUPS.values() for name, module in group.items()}

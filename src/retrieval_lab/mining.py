@@ -147,7 +147,7 @@ def margin_drops(run: Run, dataset: Dataset, params: MineParams) -> dict:
             "by_query": by_query}
 
 
-class _Without(Sequence):
+class _LazyDifference(Sequence):
     """``[d for d in ordered if d not in removed]`` without building it: the pool minus a query's
     positives costs O(positives) per query, not O(corpus)."""
 
@@ -180,7 +180,7 @@ class _Without(Sequence):
 def _select_random(ranking: list[Candidate], pool_docs: list[str], positive: set[str], lowest: float | None,
                    params: MineParams, rng: random.Random) -> list[Candidate]:
     by_id = {c["id"]: c for c in ranking}
-    eligible = _Without(pool_docs, positive)
+    eligible = _LazyDifference(pool_docs, positive)
     # random.sample reads only the items it draws (len(eligible) > count): the same draws as on a list
     chosen = list(eligible) if len(eligible) <= params.count else rng.sample(eligible, params.count)
     return [by_id.get(d, {"id": d, "rank": None, "score": None}) for d in chosen]

@@ -34,7 +34,7 @@ def _pool(args: argparse.Namespace) -> int:
 
     from ..core.data import read_qrels
     from ..core.errors import InputError
-    from ..pooling import pool, write_pool
+    from ..judgment_pool import pool, write_pool
     from ..runs import read_run
 
     if args.dataset is None or args.depth is None:
@@ -55,7 +55,7 @@ def _pool(args: argparse.Namespace) -> int:
 
 def _merge(args: argparse.Namespace) -> int:
     from ..core.data import read_qrels, write_qrels
-    from ..pooling import merge, read_labels
+    from ..judgment_pool import merge, read_labels
 
     check_paths(args, {"--merge": args.merge, "--dataset": args.dataset, "--qrels": args.qrels},
                 files={"--output": args.output})

@@ -1,4 +1,4 @@
-"""Numerical checks of the loss on small rows (used by ``check-loss``, ``exercise`` and the tests)."""
+"""Numerical checks of the loss on small rows (used by ``check-loss``, ``mask-demo`` and the tests)."""
 
 from __future__ import annotations
 

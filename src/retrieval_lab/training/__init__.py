@@ -1,7 +1,7 @@
 """Contrastive fine-tuning of the dense encoder (stage ``train``), resumable and verified.
 
 One step: B training queries and the documents of their batch (positives + mined
-negatives, deduplicated by ID; :mod:`retrieval_lab.batching`) are embedded, scored
+negatives, deduplicated by ID; :mod:`.batching`) are embedded, scored
 ``s_ij = <q_i, d_j> / temperature``, and :func:`~retrieval_lab.losses.multi_positive_nce`
 is minimised with the positive mask joined on IDs. Every document of the batch is
 a candidate for every query, so the other queries' documents act as in-batch
@@ -15,7 +15,7 @@ as negatives, a step costs a query batch, and no document is re-encoded afterwar
 Determinism. On CPU a run is a function of (base weights, data, params, seed):
 data order comes from ``(seed, epoch)``, dropout from the seeded torch generator,
 and ``torch.use_deterministic_algorithms`` is on, so an interrupted and resumed run
-reproduces the uninterrupted one bit for bit (``compare-resume`` checks it) on the
+reproduces the uninterrupted one bit for bit (``check-resume`` checks it) on the
 same machine and thread count. On CUDA, bf16 autocast and cuBLAS/cuDNN kernel
 choices make runs repeatable only to rounding (``CUBLAS_WORKSPACE_CONFIG`` is set
 and deterministic algorithms requested, warn-only where none exist); under DDP
@@ -25,11 +25,14 @@ the checkpoint fingerprint records.
 The package, in the order one run uses it (DDP's process group, shards and gathers live in
 ``retrieval_lab.distributed``, which the ``encode`` stage shares):
 
+``spec``        :class:`TrainSpec`: ``train.*`` and one variant, resolved once (epochs, temperature, side, loss)
+``batching``    examples, their batches and positive masks, each epoch's seeded order
 ``data``        the training examples and texts (negatives file or mined records -> :class:`TrainingData`)
 ``checkpoint``  the run's identity (fingerprint) and its resumable state (``state.pt``)
+``validation``  an encoder measured in memory: the val metrics that select the weights
 ``loop``        :func:`fine_tune`: one training run, top to bottom; its options in :class:`LoopOptions`
 ``stage``       :func:`run_training`: the ``train`` stage (load, fine-tune, save, encode, log)
-``resume``      :func:`compare_resume`: a stopped and resumed run equals a straight one
+``resume``      :func:`check_resume`: a stopped and resumed run equals a straight one
 """
 
 from __future__ import annotations
@@ -43,14 +46,15 @@ from .checkpoint import (
     save_checkpoint,
     weights_digest,
 )
-from .data import TrainingData, check_negatives_strategy, training_data, variant_of, with_frozen_documents
+from .data import TrainingData, check_negatives_strategy, training_data, with_frozen_documents
 from .loop import LoopOptions, TrainResult, fine_tune, total_steps, train_step
-from .resume import compare_resume
+from .resume import check_resume
+from .spec import TrainSpec
 from .stage import run_training, validator, write_live
 
 __all__ = [
-    "Distributed", "LoopOptions", "TrainResult", "TrainingData", "check_negatives_strategy", "compare_resume",
-    "default_checkpoint", "distributed_model", "fine_tune", "fingerprint", "fingerprint_differences",
+    "Distributed", "LoopOptions", "TrainResult", "TrainSpec", "TrainingData", "check_negatives_strategy",
+    "check_resume", "default_checkpoint", "distributed_model", "fine_tune", "fingerprint", "fingerprint_differences",
     "init_distributed", "load_checkpoint", "run_training", "save_checkpoint", "total_steps", "train_step",
-    "training_data", "validator", "variant_of", "weights_digest", "with_frozen_documents", "write_live",
+    "training_data", "validator", "weights_digest", "with_frozen_documents", "write_live",
 ]

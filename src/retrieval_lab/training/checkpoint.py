@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..batching import examples_digest
 from ..core.atomic import atomic_path
 from ..core.errors import InputError
-from ..core.params import TrainParams, TrainVariant
+from ..core.params import TrainVariant
+from .batching import examples_digest
 from .data import TrainingData
+from .spec import TrainSpec
 
 STATE_KEYS = ("format", "fingerprint", "model", "optimizer", "scheduler", "step", "epoch", "position",
               "history", "validation", "rng")
@@ -33,9 +34,9 @@ def weights_digest(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(model_digest: str, params: TrainParams, variant_name: str, variant: TrainVariant,
-                data: TrainingData, world: int = 1) -> dict:
+def fingerprint(model_digest: str, spec: TrainSpec, data: TrainingData, world: int = 1) -> dict:
     """What must match for a checkpoint to continue this run (validate_every does not change training)."""
+    params = spec.train
     train = {k: v for k, v in dataclasses.asdict(params).items()
              if k not in ("variants", "validate_every", "positives_at_least", "loss")}
     # The positives rule as one value, spelled as before it had two fields: checkpoints and
@@ -48,7 +49,7 @@ def fingerprint(model_digest: str, params: TrainParams, variant_name: str, varia
         "model": {"weights_sha256": model_digest},
         "data": {"examples_sha256": examples_digest(data.examples), "examples": len(data.examples)},
         "train": train,
-        "variant": {"name": variant_name, **_variant_fields(variant)},
+        "variant": {"name": spec.name, **_variant_fields(spec.variant)},
         "loss": params.loss,
         "world_size": world,
     }

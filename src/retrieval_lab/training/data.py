@@ -7,11 +7,11 @@ from pathlib import Path
 
 import torch
 
-from ..batching import Example, build_examples
 from ..core.data import Dataset
 from ..core.errors import InputError
-from ..core.params import TrainParams, TrainVariant
 from ..mining import annotated_positives, read_negatives, read_strategy
+from .batching import Example, build_examples
+from .spec import TrainSpec
 
 
 @dataclass
@@ -20,7 +20,8 @@ class TrainingData:
     relevant: dict[str, set[str]]  # query id -> documents annotated relevant in any split
     query_texts: dict[str, str]
     doc_texts: dict[str, str]
-    # query side (TrainVariant.side = "query"): every document's frozen embedding, the candidates of each step
+    # query side (TrainSpec.query_side, set by with_frozen_documents): every document's frozen embedding,
+    # the candidates of each step
     doc_ids: list[str] | None = None
     doc_matrix: torch.Tensor | None = None  # N x H, float32, unit rows
     doc_column: dict[str, int] | None = None  # document id -> its row in doc_matrix
@@ -50,7 +51,7 @@ def with_frozen_documents(data: TrainingData, embeddings) -> TrainingData:
 
 def training_data(dataset: Dataset, negatives: str | Path | list[dict], positives_per_query: int,
                   fields: list[str], at_least: bool = False) -> TrainingData:
-    """Examples joined with the dataset (checked by :func:`~retrieval_lab.batching.build_examples`) and
+    """Examples joined with the dataset (checked by :func:`~retrieval_lab.training.batching.build_examples`) and
     the texts they use; ``negatives`` is a negatives.jsonl path or records shaped as ``mine`` writes them."""
     records = negatives if isinstance(negatives, list) else read_negatives(negatives)
     source = "<records>" if isinstance(negatives, list) else str(negatives)
@@ -61,16 +62,9 @@ def training_data(dataset: Dataset, negatives: str | Path | list[dict], positive
                         {d: dataset.corpus[d].content(fields) for d in sorted(docs)})
 
 
-def variant_of(params: TrainParams, name: str) -> TrainVariant:
-    if name not in params.variants:
-        raise InputError(f"unknown variant {name!r} (choices: {', '.join(sorted(params.variants))})",
-                         field="--variant")
-    return params.variants[name]
-
-
-def check_negatives_strategy(negatives: str | Path, variant_name: str, variant: TrainVariant) -> None:
+def check_negatives_strategy(negatives: str | Path, spec: TrainSpec) -> None:
     """Refuse a negatives file mined with another strategy than the variant asks for."""
     strategy = read_strategy(negatives)
-    if strategy is not None and strategy != variant.negatives:
-        raise InputError(f"variant {variant_name!r} trains on {variant.negatives!r} negatives but this file "
+    if strategy is not None and strategy != spec.negatives:
+        raise InputError(f"variant {spec.name!r} trains on {spec.negatives!r} negatives but this file "
                          f"was mined with strategy {strategy!r}", str(negatives))

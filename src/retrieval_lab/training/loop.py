@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..batching import Batch, epoch_batches, make_batch
 from ..core.errors import InputError
 from ..core.params import TrainParams
 from ..distributed import (
@@ -26,29 +25,29 @@ from ..distributed import (
     gather,
     shard,
 )
-from ..losses import LossFn, get_loss
+from .batching import Batch, batches_per_epoch, epoch_batches, make_batch
 from .checkpoint import FORMAT, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .data import TrainingData
+from .spec import TrainSpec
 
 NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias")  # the usual BERT convention
 
 
 @dataclass(frozen=True)
 class LoopOptions:
-    """How :func:`fine_tune` runs; what it trains is ``params`` and ``data``.
+    """How :func:`fine_tune` runs; what it trains is ``spec`` and ``data``.
 
     ``fingerprint``: written into checkpoints; a ``resume`` checkpoint must match it.
     ``stop_after``: stop once the global step reaches it, saving ``checkpoint``.
     ``resume``: continue from a checkpoint (refused if its fingerprint differs).
     ``checkpoint``: also written at every epoch end. ``validate(encoder) -> metrics``
     runs on rank 0 before training, every ``validate_every`` steps (0: each epoch
-    end) and at the last step; with ``params.select == "best"`` the weights of the
-    validation best on ``params.select_measure`` are the ones returned (step 0, the
-    untrained model, included), and ``params.patience`` validations without
+    end) and at the last step; with ``train.select == "best"`` the weights of the
+    validation best on ``train.select_measure`` are the ones returned (step 0, the
+    untrained model, included), and ``train.patience`` validations without
     improvement end the run.
     """
 
-    temperature: float
     fingerprint: dict
     stop_after: int | None = None
     resume: str | Path | None = None
@@ -86,22 +85,27 @@ class _Progress:
 # ----------------------------------------------------------------------------- the run
 
 
-def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOptions) -> TrainResult:
+def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions) -> TrainResult:
     """Train ``encoder`` in place: seed, build optimizer and schedule, maybe resume, loop, return the history."""
+    params = spec.train
+    if spec.query_side != (data.doc_matrix is not None):
+        raise ValueError(f"variant {spec.name!r} trains {'the query side' if spec.query_side else 'both sides'} "
+                         f"but the data {'lacks' if spec.query_side else 'holds'} frozen documents "
+                         "(with_frozen_documents)")
     with _deterministic(encoder.device):
         started = time.perf_counter()
         random.seed(params.seed)
         np.random.seed(params.seed)
         torch.manual_seed(params.seed)
-        loss_fn = get_loss(params.loss)  # an unknown name fails before any step
         dist_info = options.dist_info
         model = encoder.model
         optimizer = _optimizer(model, params)
         _, total = total_steps(params, len(data.examples), dist_info.world)
         scheduler = _schedule(optimizer, params, total)
         run = _Progress()
-        if options.resume is not None:
-            _resume(options, data, params, model, optimizer, scheduler, run)
+        resumed = options.resume is not None
+        if resumed:
+            _resume(options, model, optimizer, scheduler, run)
         stop_after = options.stop_after
         if stop_after is not None and run.step >= stop_after:
             raise InputError(f"the run is already at step {run.step}; --stop-after must be larger",
@@ -120,11 +124,13 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
             while run.step < total and not stopped and not patience_stop:
                 batches = epoch_batches(len(data.examples), params.batch_size, params.seed, run.epoch,
                                         dist_info.world)
+                if resumed:
+                    _check_order(batches, data, run, options.resume)
+                    resumed = False
                 while run.position < len(batches) and run.step < total:
                     batch = make_batch([data.examples[i] for i in batches[run.position]], data.relevant)
                     lr = scheduler.get_last_lr()[0]
-                    loss = train_step(encoder, batch, data, params.max_seq_length, options.temperature, dist_info,
-                                      loss_fn)
+                    loss = train_step(encoder, batch, data, spec, dist_info)
                     if params.max_grad_norm is not None:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), params.max_grad_norm)
                     optimizer.step()
@@ -164,15 +170,16 @@ def fine_tune(encoder, data: TrainingData, params: TrainParams, options: LoopOpt
                            selected, patience_stop)
 
 
-def train_step(encoder, batch: Batch, data: TrainingData, max_length: int, temperature: float,
-               dist_info: Distributed = SINGLE_PROCESS, loss_fn: LossFn | None = None) -> torch.Tensor:
+def train_step(encoder, batch: Batch, data: TrainingData, spec: TrainSpec,
+               dist_info: Distributed = SINGLE_PROCESS) -> torch.Tensor:
     """Forward and backward of one (global) batch; returns the loss (identical on every rank).
 
-    Scores ``s_ij = <q_i, d_j> / temperature`` over the batch's documents, or, with
-    ``data.doc_matrix`` (query-side training), over every document's frozen embedding:
-    then only queries are encoded, the whole corpus is each query's negatives, and the
-    document side never changes (no re-encoding after training).
+    Scores ``s_ij = <q_i, d_j> / temperature`` over the batch's documents, or, for a query-side
+    ``spec``, over every document's frozen embedding (``data.doc_matrix``): then only queries
+    are encoded, the whole corpus is each query's negatives, and the document side never
+    changes (no re-encoding after training).
     """
+    max_length = spec.train.max_seq_length
     nq, nd = len(batch.query_ids), len(batch.doc_ids)
     q_sizes = [b - a for a, b in (shard(nq, dist_info.world, r) for r in range(dist_info.world))]
     d_sizes = [b - a for a, b in (shard(nd, dist_info.world, r) for r in range(dist_info.world))]
@@ -180,24 +187,24 @@ def train_step(encoder, batch: Batch, data: TrainingData, max_length: int, tempe
     d0, d1 = shard(nd, dist_info.world, dist_info.rank)
     with _autocast(encoder.device):
         q_local = encoder.embed([data.query_texts[q] for q in batch.query_ids[q0:q1]], max_length)  # b x H
-        if data.doc_matrix is None:
+        if not spec.query_side:
             d_local = encoder.embed([data.doc_texts[d] for d in batch.doc_ids[d0:d1]], max_length)  # d x H
     queries = gather(q_local.float(), q_sizes, dist_info)  # B x H
-    if data.doc_matrix is None:
+    if not spec.query_side:
         docs = gather(d_local.float(), d_sizes, dist_info)  # D x H
         mask = batch.positive_mask  # B x D
     else:  # query side: the frozen embeddings of every document are the candidates, no gradient to them
         docs = data.doc_matrix.to(queries.device)  # N x H
         mask = data.corpus_mask(batch.query_ids)  # B x N
-    scores = queries @ docs.T / temperature  # B x D (or B x N)
-    loss = (loss_fn or get_loss("multi_positive_nce"))(scores, mask.to(scores.device))
+    scores = queries @ docs.T / spec.temperature  # B x D (or B x N)
+    loss = spec.loss(scores, mask.to(scores.device))
     (loss * dist_info.world).backward()
     return loss.detach()
 
 
 def total_steps(params: TrainParams, n_examples: int, world: int = 1) -> tuple[int, int]:
     """(steps per epoch, total steps): ``max_steps`` when set, else ``epochs`` x steps per epoch."""
-    per_epoch = len(epoch_batches(n_examples, params.batch_size, params.seed, 0, min_size=world))
+    per_epoch = batches_per_epoch(n_examples, params.batch_size, min_size=world)
     if per_epoch == 0:
         raise InputError(f"{n_examples} training queries give no batch of at least {world} queries",
                          field="train.batch_size")
@@ -256,9 +263,8 @@ def _deterministic(device: torch.device):
         torch.use_deterministic_algorithms(before[0], warn_only=before[1])
 
 
-def _resume(options: LoopOptions, data: TrainingData, params: TrainParams, model, optimizer, scheduler,
-            run: _Progress) -> None:
-    """Load weights, optimizer, schedule, position and RNG from ``options.resume``; check the data order."""
+def _resume(options: LoopOptions, model, optimizer, scheduler, run: _Progress) -> None:
+    """Load weights, optimizer, schedule, position and RNG from ``options.resume``."""
     state = load_checkpoint(options.resume, options.fingerprint)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
@@ -267,12 +273,15 @@ def _resume(options: LoopOptions, data: TrainingData, params: TrainParams, model
     run.history, run.validation = state["history"], state["validation"]
     run.best, run.since_best = state["best"], state["since_best"]
     set_rng_state(state["rng"])
-    batches = epoch_batches(len(data.examples), params.batch_size, params.seed, run.epoch, options.dist_info.world)
+
+
+def _check_order(batches: list[list[int]], data: TrainingData, run: _Progress, resume: str | Path) -> None:
+    """The resumed epoch's first ``run.position`` batches, recomputed from the seed, are the checkpoint's."""
     order = [data.examples[i].query_id for b in batches[:run.position] for i in b]
     done = [q for h in run.history if h["epoch"] == run.epoch for q in h["query_ids"]]
     if order != done:
         raise InputError("the data order recomputed from the seed differs from the checkpoint's",
-                         str(options.resume), field="history")
+                         str(resume), field="history")
 
 
 def _snapshot(model, optimizer, scheduler, run: _Progress, options: LoopOptions) -> dict:

@@ -1,8 +1,7 @@
-"""The resume-equivalence check (``compare-resume``): a run stopped and resumed equals a straight one."""
+"""The resume-equivalence check (``check-resume``): a run stopped and resumed equals a straight one."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -10,10 +9,10 @@ from pathlib import Path
 import torch
 
 from ..core.errors import InputError
-from ..core.params import TrainParams, TrainVariant
 from .checkpoint import fingerprint, load_checkpoint, weights_digest
 from .data import TrainingData
 from .loop import LoopOptions, fine_tune
+from .spec import TrainSpec
 
 
 def _max_abs_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
@@ -23,29 +22,26 @@ def _max_abs_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
     return max(((sa[k].float() - sb[k].float()).abs().max().item() for k in sa if sa[k].numel()), default=0.0)
 
 
-def compare_resume(load_encoder: Callable[[], object], data: TrainingData, params: TrainParams,
-                   variant_name: str, variant: TrainVariant, stop_after: int, workdir: str | Path) -> dict:
-    """Train ``params.max_steps`` steps straight, and again stopped at ``stop_after`` then resumed.
+def check_resume(load_encoder: Callable[[], object], data: TrainingData, spec: TrainSpec, stop_after: int,
+                 workdir: str | Path) -> dict:
+    """Train ``spec.train.max_steps`` steps straight, and again stopped at ``stop_after`` then resumed.
 
     Checks: same step count, same data order, identical loss sequences, parameters
     bitwise equal (max abs diff 0; required on CPU, reported on CUDA).
     """
-    total = params.max_steps
+    total = spec.train.max_steps
     if total is None or not 0 < stop_after < total:
         raise InputError(f"need 0 < stop_after ({stop_after}) < max_steps ({total})", field="--stop-after")
     checkpoint = Path(workdir) / "state.pt"
     # the check is about the trajectory, without a val split: no selection, no early stop
-    params = dataclasses.replace(params, select="last", patience=None)
+    spec = spec.changed(select="last", patience=None)
     straight_enc = load_encoder()
-    fp = fingerprint(weights_digest(straight_enc.model), params, variant_name, variant, data)
-    options = LoopOptions(variant.temperature, fp, progress=False)
-    straight = fine_tune(straight_enc, data, params, options)
-    first = fine_tune(load_encoder(), data, params,
-                      LoopOptions(variant.temperature, fp, stop_after=stop_after, checkpoint=checkpoint,
-                                  progress=False))
+    fp = fingerprint(weights_digest(straight_enc.model), spec, data)
+    straight = fine_tune(straight_enc, data, spec, LoopOptions(fp, progress=False))
+    first = fine_tune(load_encoder(), data, spec,
+                      LoopOptions(fp, stop_after=stop_after, checkpoint=checkpoint, progress=False))
     resumed_enc = load_encoder()
-    resumed = fine_tune(resumed_enc, data, params,
-                        LoopOptions(variant.temperature, fp, resume=checkpoint, progress=False))
+    resumed = fine_tune(resumed_enc, data, spec, LoopOptions(fp, resume=checkpoint, progress=False))
     state = load_checkpoint(checkpoint, fp)
     diff = _max_abs_diff(straight_enc.model, resumed_enc.model)
     on_cpu = straight_enc.device.type == "cpu"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,12 +9,12 @@ from ..core.atomic import atomic_path
 from ..core.data import Dataset
 from ..core.errors import InputError
 from ..core.params import Params, base_model
-from ..dense_evaluation import dense_means
 from ..distributed import end_distributed, init_distributed
-from ..losses import get_loss
 from .checkpoint import default_checkpoint, fingerprint, weights_digest
-from .data import check_negatives_strategy, training_data, variant_of, with_frozen_documents
+from .data import check_negatives_strategy, training_data, with_frozen_documents
 from .loop import LoopOptions, TrainResult, fine_tune
+from .spec import TrainSpec
+from .validation import dense_means
 
 
 def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path, variant_name: str,
@@ -32,16 +31,15 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     from ..core.data import empty_documents_note, load_dataset
     from ..encoder import embed_dataset, load, load_embeddings, with_queries_of, write_embeddings
 
-    variant = variant_of(params.train, variant_name)
-    train = params.train if variant.epochs is None else dataclasses.replace(params.train, epochs=variant.epochs)
+    spec = TrainSpec.from_params(params.train, variant_name)  # an unknown variant or loss fails here, first
+    train = spec.train
     frozen = None
-    if variant.side == "query":
+    if spec.query_side:
         if base_embeddings is None:
             raise InputError(f"variant {variant_name!r} trains the query side: it needs --base-embeddings",
                              field="--base-embeddings")
         frozen = load_embeddings(base_embeddings)
-    get_loss(train.loss)  # an unknown loss fails before the model and data load
-    check_negatives_strategy(negatives, variant_name, variant)
+    check_negatives_strategy(negatives, spec)
     dist_info, device = init_distributed(params.dense.device)
     dataset = load_dataset(dataset_dir)
     fields = list(params.retrieve.fields)
@@ -59,13 +57,13 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     # both limits before training: the final encode reads dense.max_seq_length only after every step
     encoder.check_max_length(train.max_seq_length, "train.max_seq_length")
     encoder.check_max_length(params.dense.max_seq_length, "dense.max_seq_length")
-    fp = fingerprint(weights_digest(encoder.model), train, variant_name, variant, data, dist_info.world)
+    fp = fingerprint(weights_digest(encoder.model), spec, data, dist_info.world)
     if stop_after is not None and checkpoint is None:
         checkpoint = default_checkpoint(model_out)
-    options = LoopOptions(variant.temperature, fp, stop_after=stop_after, resume=resume, checkpoint=checkpoint,
+    options = LoopOptions(fp, stop_after=stop_after, resume=resume, checkpoint=checkpoint,
                           validate=validator(dataset, fields, params, frozen), dist_info=dist_info,
                           progress=progress)
-    result = fine_tune(encoder, data, train, options)
+    result = fine_tune(encoder, data, spec, options)
     if result.stopped_early:
         end_distributed(dist_info)
         return result

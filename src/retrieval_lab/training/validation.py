@@ -1,15 +1,16 @@
-"""An encoder measured in memory: encode queries and documents, rank exhaustively, score with :mod:`metrics`.
+"""Validation: an encoder measured in memory (encode queries and documents, rank exhaustively, score with
+:mod:`~retrieval_lab.metrics`).
 
-Training validates with it (``train``'s val metrics) and ``scripts/bench_finetune.py``
-scores both contenders with it. The ``evaluate`` stage measures runs on disk instead
-(:mod:`retrieval_lab.evaluation`).
+Training validates with it (``train``'s val metrics, which select the weights) and
+``scripts/bench_finetune.py`` scores its contenders with it. The ``evaluate`` stage
+measures runs on disk instead (:mod:`retrieval_lab.evaluation`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .core.params import DenseParams
+from ..core.params import DenseParams
 
 _SCORES_BUDGET = 1 << 24  # query x document scores held at once (64 MiB of float32)
 
@@ -31,7 +32,7 @@ def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: di
 
     ``documents``: (ids, N x H embeddings) to rank instead of encoding ``doc_texts`` (a query-side model).
     """
-    from .metrics import measure_run
+    from ..metrics import measure_run
 
     query_ids = sorted(qrels)
     q = encoder.encode([query_texts[i] for i in query_ids], dense.batch_size, dense.max_seq_length,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .core.data import Dataset, positives
-from .core.errors import InputError
+from ..core.data import Dataset, positives
+from ..core.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -96,9 +96,18 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     return order
 
 
+def _slices(n: int, batch_size: int, min_size: int) -> list[slice]:
+    """Consecutive ``batch_size`` slices of ``n`` positions; a last one under ``min_size`` is dropped (DDP)."""
+    return [slice(i, i + batch_size) for i in range(0, n, batch_size) if min(batch_size, n - i) >= min_size]
+
+
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, min_size: int = 1) -> list[list[int]]:
     """Consecutive slices of :func:`epoch_order`; a last batch under ``min_size`` is dropped (DDP)."""
     order = epoch_order(n, seed, epoch)
-    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
-    return [b for b in batches if len(b) >= min_size]
+    return [order[s] for s in _slices(n, batch_size, min_size)]
+
+
+def batches_per_epoch(n: int, batch_size: int, min_size: int = 1) -> int:
+    """``len(epoch_batches(n, batch_size, any seed, any epoch, min_size))``: the count needs no order."""
+    return len(_slices(n, batch_size, min_size))
 

@@ -1,9 +1,8 @@
-"""``retrieval-lab compare-resume``: an interrupted and resumed run must equal an uninterrupted one."""
+"""``retrieval-lab check-resume``: an interrupted and resumed run must equal an uninterrupted one."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -31,25 +30,24 @@ def run(args: argparse.Namespace) -> int:
     from ..core.atomic import write_json
     from ..core.data import load_dataset
     from ..encoder import load
-    from ..training import compare_resume, training_data, variant_of
+    from ..training import TrainSpec, check_resume, training_data
 
     params = params_of(args)
-    spec, where = base_model(params)
-    check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives, where: spec},
+    model, where = base_model(params)
+    check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives, where: model},
                 files={"--output": args.output})
-    train = dataclasses.replace(params.train, max_steps=args.steps, batch_size=args.batch_size,
-                                max_seq_length=args.max_length)
-    variant = variant_of(train, args.variant)
+    spec = TrainSpec.from_params(params.train, args.variant, max_steps=args.steps, batch_size=args.batch_size,
+                                 max_seq_length=args.max_length)
     dataset = load_dataset(args.dataset)
-    data = training_data(dataset, args.negatives, train.positives_per_query, list(params.retrieve.fields),
-                         train.positives_at_least)
-    with tempfile.TemporaryDirectory(prefix="compare-resume-") as work:
-        report = compare_resume(lambda: load(spec, args.device, where), data, train, args.variant, variant,
-                                args.stop_after or args.steps // 2, work)
+    data = training_data(dataset, args.negatives, spec.train.positives_per_query, list(params.retrieve.fields),
+                         spec.train.positives_at_least)
+    with tempfile.TemporaryDirectory(prefix="check-resume-") as work:
+        report = check_resume(lambda: load(model, args.device, where), data, spec,
+                              args.stop_after or args.steps // 2, work)
     write_json(args.output, report)
     print(json.dumps({"passed": report["passed"], **report["checks"],
                       "max_abs_param_diff": report["max_abs_param_diff"]}))
     if not report["passed"]:
-        print(f"compare-resume FAILED (see {args.output})", file=sys.stderr)
+        print(f"check-resume FAILED (see {args.output})", file=sys.stderr)
         return 1
     return 0

@@ -1,4 +1,4 @@
-"""``retrieval-lab exercise``: why the positive mask is built by ID, not as a diagonal."""
+"""``retrieval-lab mask-demo``: why the positive mask is built by ID, not as a diagonal."""
 
 from __future__ import annotations
 

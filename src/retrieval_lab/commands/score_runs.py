@@ -1,4 +1,4 @@
-"""``retrieval-lab eval``: trec_eval on files, any runs against any qrels (:func:`metrics.measure_run`).
+"""``retrieval-lab score-runs``: trec_eval on files, any runs against any qrels (:func:`metrics.measure_run`).
 
 Not a pipeline stage: the ``evaluate`` stage (:mod:`retrieval_lab.evaluation`) writes
 a run's metrics and reports.
