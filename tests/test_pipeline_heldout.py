@@ -77,7 +77,7 @@ def test_mine_train_and_fuse_run_without_the_test_qrels(tmp_path):
     model = tmp_path / "tiny"
     tiny_encoder().save(model)
     params = tmp_path / "params.yaml"
-    params.write_text(f"dense: {{lock: '{model}', batch_size: 8, max_seq_length: 16}}\n"
+    params.write_text(f"dense: {{models: {{dense: '{model}'}}, batch_size: 8, max_seq_length: 16}}\n"
                       "train: {seed: 3, epochs: 1, batch_size: 4, lr: 1.0e-3, max_seq_length: 16}\n"
                       "mine: {count: 1, range_min: 2, range_max: 6}\n"
                       "evaluate: {measures: [nDCG@10, R@10]}\n", encoding="utf-8")

@@ -154,7 +154,7 @@ def test_resume_refuses_another_config_or_model(toy, tmp_path):
 def _params(tmp_path: Path, model_dir: Path, **train) -> Params:
     base = Params()
     return dataclasses.replace(
-        base, dense=dataclasses.replace(base.dense, lock=str(model_dir), batch_size=8, max_seq_length=16),
+        base, dense=dataclasses.replace(base.dense, models={"dense": str(model_dir)}, batch_size=8, max_seq_length=16),
         train=dataclasses.replace(TINY, max_steps=None, epochs=2, **train),
         evaluate=dataclasses.replace(base.evaluate, measures=["nDCG@10", "R@10"]))
 
@@ -194,7 +194,7 @@ def test_train_stage_outputs_and_stop_resume(toy, tmp_path):
     # the same through the CLI, stopped at step 2 then resumed: identical final weights
     yaml_params = tmp_path / "params.yaml"
     yaml_params.write_text(
-        f"dense: {{lock: '{model_dir}', batch_size: 8, max_seq_length: 16}}\n"
+        f"dense: {{models: {{dense: '{model_dir}'}}, batch_size: 8, max_seq_length: 16}}\n"
         "train: {seed: 3, epochs: 2, batch_size: 2, lr: 1.0e-3, max_seq_length: 16, select: last}\n"
         "evaluate: {measures: [nDCG@10, R@10]}\n")
     args = ["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
@@ -214,7 +214,7 @@ def test_resume_refuses_a_crafted_or_corrupt_checkpoint_and_runs_nothing(toy, tm
     dataset_dir, negatives, _ = toy
     tiny_encoder().save(tmp_path / "tiny")
     (tmp_path / "params.yaml").write_text(
-        f"dense: {{lock: '{tmp_path / 'tiny'}', batch_size: 8, max_seq_length: 16}}\n"
+        f"dense: {{models: {{dense: '{tmp_path / 'tiny'}'}}, batch_size: 8, max_seq_length: 16}}\n"
         "train: {seed: 3, epochs: 1, batch_size: 2, lr: 1.0e-3, max_seq_length: 16}\n"
         "evaluate: {measures: [nDCG@10]}\n")
     args = ["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",

@@ -52,8 +52,8 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
             raise InputError(f"its {len(frozen.doc_ids)} documents are not the {len(dataset.corpus)} of "
                              f"{dataset.path}", str(base_embeddings), field="--base-embeddings")
         data = with_frozen_documents(data, frozen)
-    spec, where = base_model(params)
-    encoder = load(spec, device, where)
+    model, where = base_model(params)
+    encoder = load(model, device, where)
     # both limits before training: the final encode reads dense.max_seq_length only after every step
     encoder.check_max_length(train.max_seq_length, "train.max_seq_length")
     encoder.check_max_length(params.dense.max_seq_length, "dense.max_seq_length")
