@@ -352,8 +352,7 @@ def _value(metrics: dict, measure: str) -> str:
 
 def quality_section(folder: Path | None, label: str | None = None) -> list[str]:
     """Every SciFact run's test measures, then ours against the published figures and the goals."""
-    from retrieval_lab.comparison import to_markdown
-    from retrieval_lab.core.errors import InputError
+    from retrieval_lab.comparison import Comparisons, to_markdown
 
     found = _read_metrics(folder)
     where = f"`{folder}`" if folder else "no folder given"
@@ -386,10 +385,7 @@ def quality_section(folder: Path | None, label: str | None = None) -> list[str]:
                       "|---|---|---:|---|---:|---:|---|---|")]
     compare = folder / "compare.json" if folder else None
     if compare and compare.exists():
-        try:
-            text = to_markdown(json.loads(compare.read_text(encoding="utf-8")))
-        except InputError as exc:
-            text = f"# Paired comparison\n\n`{compare}`: {exc.reason}."
+        text = to_markdown(Comparisons.from_json(json.loads(compare.read_text(encoding="utf-8"))))
         lines += ["", text.replace("# Paired comparison", "### Paired comparison", 1).rstrip("\n")]
     return lines
 

@@ -199,7 +199,7 @@ def mining_steps(folder: str, work: str) -> dict:
     out = {}
     for strategy in ("hard", "random"):
         records = step(f"mine_{strategy}", lambda strategy=strategy: mine(run, dataset, params, strategy))
-        out[strategy] = audit_negatives(records, dataset, params.count, strategy)["passed"]
+        out[strategy] = audit_negatives(records, dataset, params.count, strategy).passed
     return {"steps": step.rows, "audits_passed": out}
 
 

@@ -29,13 +29,14 @@ GOAL = 1.1  # time ratio ours / sentence-transformers
 def _batch(data_dir: str, negatives: str | None, size: int, seed: int):
     """32 (query, positive, negative) triples as a TrainingData + its batch of examples."""
     from retrieval_lab.core.data import load_dataset, positives
-    from retrieval_lab.mining import annotated_positives, read_negatives
+    from retrieval_lab.mining import annotated_positives
+    from retrieval_lab.negatives import read_negatives
     from retrieval_lab.training import TrainingData
     from retrieval_lab.training.batching import Example
 
     dataset = load_dataset(data_dir, ["train"])
     rng = random.Random(seed)
-    mined = {r["query_id"]: [n["id"] for n in r["negatives"]] for r in read_negatives(negatives)} if negatives else {}
+    mined = {r.query_id: [n.id for n in r.negatives] for r in read_negatives(negatives)} if negatives else {}
     corpus = sorted(dataset.corpus)
     examples = []
     for qid in sorted(dataset.qrels["train"])[:size]:

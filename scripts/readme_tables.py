@@ -67,9 +67,9 @@ def support_table(folder: Path, params_path: Path) -> str:
 
 def compare_block(folder: Path) -> str:
     """The compare stage's table and its notes, without the report's heading."""
-    from retrieval_lab.comparison import to_markdown
+    from retrieval_lab.comparison import Comparisons, to_markdown
 
-    text = to_markdown(json.loads((folder / "compare.json").read_text(encoding="utf-8")))
+    text = to_markdown(Comparisons.from_json(json.loads((folder / "compare.json").read_text(encoding="utf-8"))))
     return text.split("\n", 2)[2].strip("\n")  # drop "# Paired comparison on ..." and its blank line
 
 

@@ -12,6 +12,7 @@ from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.distributed import shard
 from retrieval_lab.losses import multi_positive_nce
+from retrieval_lab.negatives import Candidate, MinedQuery
 from retrieval_lab.training.batching import (
     Example,
     batches_per_epoch,
@@ -84,7 +85,7 @@ def _records(**positives):
     default = {"q1": ["a", "b"], "q2": ["c", "d"], "q3": ["e", "f"]}
     default.update(positives)
     negs = {"q1": "c", "q2": "a", "q3": "g"}
-    return [{"query_id": q, "positives": p, "negatives": [{"id": negs[q], "rank": 4, "score": 0.5}], "line": i}
+    return [MinedQuery(q, tuple(p), None, (Candidate(negs[q], 4, 0.5),), line=i)
             for i, (q, p) in enumerate(default.items(), start=1)]
 
 

@@ -70,7 +70,7 @@ def test_same_numbers_as_the_compare_stage_engine(files, capsys):
     a = {k: v["RR@10"] for k, v in measure_run(q, read_run(base), ["RR@10"]).per_query.items()}
     b = {k: v["RR@10"] for k, v in measure_run(q, read_run(head), ["RR@10"]).per_query.items()}
     (expected,) = compare_family([(a, b)], 0.95, 3000, 4)
-    assert out == expected
+    assert out == expected.to_json()
 
 
 def test_table(files, capsys):

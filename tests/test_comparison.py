@@ -1,11 +1,22 @@
+import hashlib
 import json
+import re
 
 import numpy as np
 import pytest
 from command_runner import run_command
 
-from retrieval_lab.comparison import compare, compare_family, to_markdown
+from retrieval_lab.comparison import (
+    Comparisons,
+    RunsComparison,
+    compare,
+    compare_family,
+    row_cells,
+    runs_to_text,
+    to_markdown,
+)
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.reporting.gather import Retriever
 
 # sixteenths: every difference is exact in binary floating point
 A = [1, 2, 3, 4, 5, 6, 7, 8]
@@ -25,7 +36,8 @@ def write_reports(root, measure="nDCG@10"):
 
 def test_compare_by_hand(tmp_path):
     root = write_reports(tmp_path / "reports")
-    result = compare(root, [["a", "b"], ["a", "c"]], "nDCG@10", family_level=0.95, permutations=20000, seed=5)
+    result = compare(root, [["a", "b"], ["a", "c"]], "nDCG@10", family_level=0.95, permutations=20000,
+                     seed=5).to_json()
     ab, ac = result["pairs"]["a vs b"], result["pairs"]["a vs c"]
     assert ab["baseline_mean"] == pytest.approx(36 / 8 / 16)  # (1 + ... + 8) / 8 / 16
     assert ab["candidate_mean"] == pytest.approx((36 + 12) / 8 / 16)
@@ -66,7 +78,7 @@ def test_compare_is_reproducible_and_markdown_is_readable(tmp_path):
 
 def test_baseline_better_verdict(tmp_path):
     root = write_reports(tmp_path / "reports")
-    row = compare(root, [["b", "a"]], "nDCG@10")["pairs"]["b vs a"]
+    row = compare(root, [["b", "a"]], "nDCG@10").to_json()["pairs"]["b vs a"]
     assert row["ci_high"] < 0 and row["verdict"] == "baseline better"
 
 
@@ -140,7 +152,8 @@ def test_strata_join_the_family_when_both_hold_queries(tmp_path):
         for qid, entry in data["queries"].items():
             entry["seen"] = int(qid[1:]) < 3
         path.write_text(json.dumps(data))
-    result = compare(root, [["a", "b"], ["a", "c"]], "nDCG@10", permutations=2000, seed=5)
+    typed = compare(root, [["a", "b"], ["a", "c"]], "nDCG@10", permutations=2000, seed=5)
+    result = typed.to_json()
     ab = result["pairs"]["a vs b"]
     # 2 pairs x (all, seen, unseen): one family of 6, each interval at 1 - 0.05 / 6
     assert result["family_size"] == 6 and result["level"] == pytest.approx(1 - 0.05 / 6)
@@ -155,7 +168,7 @@ def test_strata_join_the_family_when_both_hold_queries(tmp_path):
                                           0.95, 2000, 5)[:1]]
     assert (ab["strata"]["unseen"]["ci_low"], ab["strata"]["unseen"]["ci_high"]) == (alone["ci_low"],
                                                                                       alone["ci_high"])
-    text = to_markdown(result)
+    text = to_markdown(typed)
     assert "| a | b | 3 seen | " in text and "| a | b | 5 unseen | " in text and "*unseen* otherwise" in text
 
 
@@ -168,5 +181,69 @@ def test_strata_with_one_empty_side_add_nothing(tmp_path):
             entry["seen"] = False
         path.write_text(json.dumps(data))
     result = compare(root, [["a", "b"]], "nDCG@10", permutations=2000, seed=5)
-    assert result["family_size"] == 1 and "strata" not in result["pairs"]["a vs b"]
+    assert result.family.size == 1 and "strata" not in result.to_json()["pairs"]["a vs b"]
     assert "*unseen*" not in to_markdown(result)
+
+
+# ----------------------------------------------------------------------------- one row, one format
+
+
+def _strata_reports(tmp_path):
+    root = write_reports(tmp_path / "reports")
+    for name in ("a", "b", "c"):  # q0..q2 seen, q3..q7 unseen
+        path = root / name / "per_query.json"
+        data = json.loads(path.read_text())
+        for qid, entry in data["queries"].items():
+            entry["seen"] = int(qid[1:]) < 3
+        path.write_text(json.dumps(data))
+    return root
+
+
+def test_compare_writes_the_bytes_it_wrote_before_the_typed_rows(tmp_path, capsys):
+    # sha256 of what the compare command wrote for these inputs before its rows became dataclasses (commit
+    # 1978527). Every value is a sum of sixteenths, exact in binary: no CPU's summation order moves a bit.
+    root = _strata_reports(tmp_path)
+    params = tmp_path / "params.yaml"
+    params.write_text("evaluate:\n  permutations: 500\n  seed: 3\ncompare:\n  pairs: [[a, b], [a, c], [b, c]]\n"
+                      "  measure: nDCG@10\n")
+    out = tmp_path / "m"
+    assert run_command("compare", ["--reports-root", str(root), "--output", str(out / "compare.json"),
+                                   "--markdown", str(out / "compare.md"), "--params", str(params)]) == 0
+    digest = {f: hashlib.sha256((out / f).read_bytes()).hexdigest() for f in ("compare.json", "compare.md")}
+    assert digest == {"compare.json": "dfe10bd93d8b90802aa7648781899383159e74ef23a946f811aa1821c1a2227f",
+                      "compare.md": "a20088804f3e8f8f6da51aa740889145e632fd0eb83bbd4a3a691b18be5bb6c3"}
+    # compare.json read back is the same result: the README and bench_report render the file
+    saved = json.loads((out / "compare.json").read_text())
+    again = Comparisons.from_json(saved)
+    assert again.to_json() == saved and to_markdown(again) == (out / "compare.md").read_text()
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_every_table_shows_a_row_as_row_cells_formats_it(tmp_path):
+    # one row (a vs b: 7 wins, 1 tie) in every table that shows comparisons: each must show exactly the
+    # cells of row_cells, so a second formatting of the same number anywhere fails here
+    from retrieval_lab.reporting.render import comparisons_table, retriever_table, strata_table, verdict_line
+
+    result = compare(_strata_reports(tmp_path), [["a", "b"]], "nDCG@10", permutations=500, seed=3)
+    row = result.rows[0].row
+    ours, theirs = row_cells(row), row_cells(row, "head", "base")
+    assert ours.difference == "+0.0938" and ours.win_tie_loss == "7/1/0"  # 1.5/16 = 0.09375
+    assert ours.verdict == "candidate better" and theirs.verdict == "head better"
+    line = next(x for x in to_markdown(result).splitlines() if x.startswith("| a | b | 8 |"))
+    assert _cells(line) == ["a", "b", *ours]
+    text = runs_to_text(RunsComparison(result.family, {"nDCG@10": row}), "a", "b")
+    assert re.split(r"\s{2,}", next(x for x in text.splitlines() if x.startswith("nDCG@10"))) == ["nDCG@10", *theirs]
+    line = next(x for x in comparisons_table([("ft", "nDCG@10", row)]) if x.startswith("| ft |"))
+    assert _cells(line) == ["ft", "nDCG@10", *theirs]
+    line = next(x for x in strata_table([("ft", "seen", row)], result.family, "nDCG@10") if x.startswith("| ft |"))
+    assert _cells(line) == ["ft", f"{theirs.queries} seen", f"{theirs.baseline_mean} → {theirs.candidate_mean}",
+                            theirs.difference, theirs.interval, theirs.verdict]
+    changed = Retriever("ft", ("b", "h"), {}, {"q": {}}, {"nDCG@10": row})
+    line = next(x for x in retriever_table([changed], ["nDCG@10"], result.family) if x.startswith("| ft |"))
+    assert _cells(line)[2] == (f"{theirs.baseline_mean} → {theirs.candidate_mean}<br>**{theirs.difference}** "
+                               f"{theirs.interval}<br>MDE {theirs.mde}")  # bold: the interval excludes 0
+    assert f"ft nDCG@10 {theirs.difference} {theirs.interval}." in verdict_line(1, 1, [], [], [("ft", "nDCG@10", row)],
+                                                                              0.0)

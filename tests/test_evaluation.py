@@ -254,7 +254,7 @@ def test_every_measure_with_fewer_queries_says_how_many_it_averages(tiny, tmp_pa
     plain = run_evaluation(dataset, "test", run_path, tmp_path / "p.json", tmp_path / "rep", tiny[2])
     assert not [k for k in plain if k.startswith("queries_evaluated[")]
     # a count, not a measure: never compared as one across CPUs nor shown among the PR's measures
-    from retrieval_lab.reporting import is_measure_field
+    from retrieval_lab.reporting.gather import is_measure_field
     from retrieval_lab.reproducibility import measure_values
 
     assert set(measure_values(out, "sys")) == {"R(rel=2)@1", "RR", "Judged@1"}
@@ -268,3 +268,36 @@ def test_score_runs_json_writes_null_for_a_measure_no_query_qualifies_for(tiny, 
                                 "--json"]) == 0
     out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
     assert out["sys.trec"]["R(rel=3)@1"] is None and out["sys.trec"]["queries_evaluated[R(rel=3)@1]"] == 0
+
+
+def test_report_file_names_and_folders_are_the_ones_dvc_yaml_declares():
+    # evaluate writes, compare and report read: one set of names (report_files), and the report's default
+    # folders (ReportPaths.defaults) are where dvc.yaml puts them
+    import re
+
+    import yaml
+    from beir_fixtures import REPO
+
+    from retrieval_lab import report_files
+    from retrieval_lab.reporting.gather import LOSS_TSV, ReportPaths
+
+    text = (REPO / "dvc.yaml").read_text(encoding="utf-8")
+    stages = yaml.safe_load(text)["stages"]
+    paths = ReportPaths.defaults("${dataset}")
+
+    def option(stage: str, flag: str) -> str:
+        return re.search(rf"{flag} (\S+)", " ".join(stages[stage]["do"]["cmd"].split()))[1]
+
+    reports, metrics_file = option("evaluate", "--reports"), option("evaluate", "--metrics")
+    run = reports.rsplit("/", 1)[1]  # the foreach variable, e.g. ${item}
+    assert reports == f"{paths.reports}/{run}" and metrics_file == paths.metrics_file(run)
+    outs = {next(iter(o)) if isinstance(o, dict) else o for o in stages["evaluate"]["do"]["outs"]}
+    names = (report_files.PER_QUERY, report_files.RECALL_CURVE, report_files.FIRST_POSITIVE_RANKS,
+             report_files.FIRST_POSITIVE_HIST, report_files.DIAGNOSIS, report_files.DIAGNOSIS_MD)
+    assert outs == {paths.report_file(run, name) for name in names}
+    compare = " ".join(stages["compare"]["cmd"].split())
+    assert f"--reports-root {paths.reports} " in compare
+    assert f"--output {paths.metrics}/{report_files.COMPARE} " in compare
+    live = option("train", "--live-dir")
+    assert live.startswith(f"{paths.dvclive}/")
+    assert re.search(rf"{re.escape(live.rsplit('/', 1)[0])}/[^/\s]+/{re.escape(LOSS_TSV)}", text)  # the loss plot

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from collections import Counter
 from dataclasses import replace
@@ -10,21 +11,22 @@ from dataclasses import replace
 import pytest
 from beir_fixtures import default_params, write_beir
 
-from retrieval_lab import mining
+from retrieval_lab import mining, negatives
 from retrieval_lab.commands import mine as mine_command
 from retrieval_lab.core.atomic import MARKER
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params import MineParams, PrepareParams
 from retrieval_lab.mining import (
+    Check,
     MiningAuditError,
     audit_negatives,
     margin_drops,
     mine,
     mine_to_dir,
     mining_pool,
-    read_negatives,
 )
+from retrieval_lab.negatives import AUDIT_FILE, NEGATIVES_FILE, Candidate, MinedQuery, read_negatives
 from retrieval_lab.prepare import prepare
 from retrieval_lab.runs import write_run
 
@@ -58,7 +60,7 @@ def _run():
 
 
 def _negatives(records, qid="qa"):
-    return [n["id"] for n in next(r for r in records if r["query_id"] == qid)["negatives"]]
+    return [n.id for n in next(r for r in records if r.query_id == qid).negatives]
 
 
 def test_pool_excludes_heldout_families_and_heldout_positives(tmp_path):
@@ -75,9 +77,9 @@ def test_hard_ranks_skip_positives_and_heldout_documents(tmp_path):
     dataset = _dataset(tmp_path)
     # ranks 4..6 = a2 (positive, removed), g3, g4; the held-out b1/b2/c1 scored higher but are not in the pool
     records = mine(_run(), dataset, MineParams(seed=1, count=2, range_min=4, range_max=6), "hard")
-    (qa,) = [r for r in records if r["query_id"] == "qa"]
-    assert qa["positives"] == ["a1", "a2"] and qa["lowest_positive_score"] == 0.8
-    assert qa["negatives"] == [{"id": "g3", "rank": 5, "score": 0.7}, {"id": "g4", "rank": 6, "score": 0.6}]
+    (qa,) = [r for r in records if r.query_id == "qa"]
+    assert qa.positives == ("a1", "a2") and qa.lowest_positive_score == 0.8
+    assert qa.negatives == (Candidate("g3", 5, 0.7), Candidate("g4", 6, 0.6))
 
 
 def test_planted_positive_high_in_pool_is_never_selected(tmp_path):
@@ -88,10 +90,10 @@ def test_planted_positive_high_in_pool_is_never_selected(tmp_path):
     records = mine(_run(), dataset, params, "hard")
     assert _negatives(records) == ["g1", "g3", "g4", "a3", "g5"]
     audit = audit_negatives(records, dataset, params.count, "hard")
-    assert audit["passed"] and audit["checks"]["false_negative_fraction"] == 0.0
-    assert audit["shortfall"]["by_query"] == {"qa": 5, "qa2": 8}  # qa2: pool ranks a3 (positive), g1, g2
+    assert audit.passed and audit.checks()["false_negative_fraction"] == 0.0
+    assert audit.shortfall == {"qa": 5, "qa2": 8}  # qa2: pool ranks a3 (positive), g1, g2
     # g1 (0.95) scores above qa's weakest positive a2 (0.8): flagged for review, not failed
-    assert [(s["query_id"], s["doc_id"]) for s in audit["suspicious"]["negatives"]] == [("qa", "g1")]
+    assert [(s["query_id"], s["doc_id"]) for s in audit.suspicious] == [("qa", "g1")]
     for seed in range(30):  # random draws: never a positive, never outside the pool, every candidate reachable
         seen = set()
         for s in range(seed * 10, seed * 10 + 10):
@@ -121,27 +123,32 @@ def test_random_is_seeded(tmp_path):
     one = mine(_run(), dataset, MineParams(seed=5, count=3), "random")
     assert one == mine(_run(), dataset, MineParams(seed=5, count=3), "random")
     assert len(_negatives(one)) == 3
-    g6 = [n for r in mine(_run(), dataset, MineParams(seed=5, count=6), "random") if r["query_id"] == "qa"
-          for n in r["negatives"] if n["id"] == "g6"]
-    assert g6 == [{"id": "g6", "rank": None, "score": None}]  # drawn from the pool though never retrieved
+    g6 = [n for r in mine(_run(), dataset, MineParams(seed=5, count=6), "random") if r.query_id == "qa"
+          for n in r.negatives if n.id == "g6"]
+    assert g6 == [Candidate("g6", None, None)]  # drawn from the pool though never retrieved
 
 
-@pytest.mark.parametrize("planted, problem", [
-    ("a1", "annotated positive of this query"),
-    ("g2", "annotated positive of this query"),
-    ("b1", "outside the mining pool (in held-out family 'fb')"),
-    ("b2", "outside the mining pool (in held-out family 'fb')"),
-    ("zz", "unknown document"),
+@pytest.mark.parametrize("planted, check, problem", [
+    ("a1", Check.ANNOTATED_POSITIVE, "annotated positive of this query"),
+    ("g2", Check.ANNOTATED_POSITIVE, "annotated positive of this query"),
+    ("b1", Check.OUTSIDE_POOL, "outside the mining pool (in held-out family 'fb')"),
+    ("b2", Check.OUTSIDE_POOL, "outside the mining pool (in held-out family 'fb')"),
+    ("zz", Check.UNKNOWN_DOCUMENT, "unknown document"),
 ])
-def test_audit_fails_on_planted_negative(tmp_path, planted, problem):
+def test_audit_fails_on_planted_negative(tmp_path, planted, check, problem):
     dataset = _dataset(tmp_path)
     records = mine(_run(), dataset, MineParams(seed=0, count=1, range_min=5, range_max=5), "hard")
-    next(r for r in records if r["query_id"] == "qa")["negatives"].append({"id": planted, "rank": 1, "score": 1.0})
+    records = [replace(r, negatives=r.negatives + (Candidate(planted, 1, 1.0),)) if r.query_id == "qa" else r
+               for r in records]
     audit = audit_negatives(records, dataset, 1)
-    assert not audit["passed"]
-    assert [(f["query_id"], f["doc_id"], f["problem"]) for f in audit["failures"]] == [("qa", planted, problem)]
-    fraction = 1 / 2 if problem.startswith("annotated") else 0.0  # g3 + planted (qa2 has no pool rank 5)
-    assert audit["checks"]["false_negative_fraction"] == pytest.approx(fraction)
+    assert not audit.passed
+    assert [(f.check, f.query_id, f.doc_id, f.problem) for f in audit.failures] == [(check, "qa", planted, problem)]
+    fraction = 1 / 2 if check is Check.ANNOTATED_POSITIVE else 0.0  # g3 + planted (qa2 has no pool rank 5)
+    checks = audit.checks()
+    assert checks["false_negative_fraction"] == pytest.approx(fraction)
+    # the pool check reads the failure's check id: a failure of another kind never clears or trips it
+    assert checks["all_negatives_in_pool"] == (check is not Check.OUTSIDE_POOL)
+    assert checks["no_annotated_positive"] == (check is not Check.ANNOTATED_POSITIVE)
 
 
 def _args(**kw):
@@ -161,11 +168,12 @@ def test_command_writes_audited_outputs_and_audits_a_file(tmp_path, capsys):
                  params=default_params(tmp_path))
     assert mine_command.run(args) == 0
     records = read_negatives(out / "negatives.jsonl")
-    assert [r["query_id"] for r in records] == ["qa", "qa2"]
+    assert [(r.query_id, r.line) for r in records] == [("qa", 1), ("qa2", 2)]
     audit = json.loads((out / "mining-audit.json").read_text())
     assert audit["passed"] and audit["strategy"] == "hard" and audit["count"] == 1
-    assert audit["per_query"]["qa"] == [{"id": r["negatives"][0]["id"], "rank": r["negatives"][0]["rank"],
-                                         "score": r["negatives"][0]["score"]} for r in records[:1]]
+    assert audit["per_query"]["qa"] == [records[0].negatives[0].to_json()]
+    # the audit file names the run mined as its source, and the params separately
+    assert audit["source"] == str(tmp_path / "dense.trec") and audit["params"]["source"] == "dense"
     assert mine_command.run(_args(audit=out / "negatives.jsonl", dataset=dataset.path,
                                   params=default_params(tmp_path))) == 0
     # plant the test-split positive b1 into the file: the standalone audit must fail, naming the line
@@ -213,29 +221,30 @@ def test_scifact_val_positives_planted_at_the_top_are_never_mined(scifact_dir, t
         run[qid] = {**planted, **{d: 10.0 - i / 100 for i, d in enumerate(others[k:k + 30])}}
     params = MineParams(seed=0, count=2, range_min=1, range_max=13)
     records = mine(run, dataset, params, "hard")
-    mined = {n["id"] for r in records for n in r["negatives"]}
+    mined = {n.id for r in records for n in r.negatives}
     assert mined and not mined & set(val_docs)
     audit = audit_negatives(records, dataset, params.count)
     empty = sum(not doc.content() for d, doc in dataset.corpus.items() if d not in val_docs)
-    assert audit["passed"] and audit["pool"]["excluded"] == len(val_docs) + empty
-    assert audit["queries"] == sum(1 for j in dataset.qrels["train"].values() if any(r > 0 for r in j.values()))
+    assert audit.passed and len(audit.pool.excluded) == len(val_docs) + empty
+    assert audit.queries == sum(1 for j in dataset.qrels["train"].values() if any(r > 0 for r in j.values()))
     # the pool ranks start after the planted documents: rank 1 is the first non-test document
-    assert min(n["rank"] for r in records for n in r["negatives"]) == 1
+    assert min(n.rank for r in records for n in r.negatives) == 1
 
 
 def test_read_strategy_finds_the_audit_write_mined_wrote(tmp_path, monkeypatch):
     out = tmp_path / "mined"
-    mining.write_mined(out, [], {"strategy": "random"})
-    assert mining.read_strategy(out / mining.NEGATIVES_FILE) == "random"
+    negatives.write_mined(out, [], {"strategy": "random"})
+    assert negatives.read_strategy(out / NEGATIVES_FILE) == "random"
+    assert AUDIT_FILE == "mining-audit.json"
     # one name for the audit file: renaming it moves the reader with the writer
-    monkeypatch.setattr(mining, "AUDIT_FILE", "audit.json")
-    mining.write_mined(tmp_path / "renamed", [], {"strategy": "hard"})
+    monkeypatch.setattr(negatives, "AUDIT_FILE", "audit.json")
+    negatives.write_mined(tmp_path / "renamed", [], {"strategy": "hard"})
     assert sorted(p.name for p in (tmp_path / "renamed").iterdir()) == [MARKER, "audit.json", "negatives.jsonl"]
-    assert mining.read_strategy(tmp_path / "renamed" / mining.NEGATIVES_FILE) == "hard"
-    assert mining.read_strategy(tmp_path / "elsewhere" / "negatives.jsonl") is None  # no audit: unknown
+    assert negatives.read_strategy(tmp_path / "renamed" / NEGATIVES_FILE) == "hard"
+    assert negatives.read_strategy(tmp_path / "elsewhere" / "negatives.jsonl") is None  # no audit: unknown
     (tmp_path / "renamed" / "audit.json").write_text('{"strategy":\n  hard}')
     with pytest.raises(InputError, match=r"audit\.json:2: malformed JSON"):
-        mining.read_strategy(tmp_path / "renamed" / mining.NEGATIVES_FILE)
+        negatives.read_strategy(tmp_path / "renamed" / NEGATIVES_FILE)
 
 
 def test_the_pool_without_positives_draws_as_the_built_list_would():
@@ -256,9 +265,9 @@ def test_the_pool_without_positives_draws_as_the_built_list_would():
 
 
 def test_triplets_draw_one_negative_per_positive_seeded():
-    records = [{"query_id": "qa", "positives": ["d2", "d0"], "negatives": [{"id": "d4"}, {"id": "d6"}]},
-               {"query_id": "qb", "positives": ["d5"], "negatives": []},  # no negative: no row
-               {"query_id": "qc", "positives": ["d7"], "negatives": [{"id": "d9"}]}]
+    records = [MinedQuery("qa", ("d2", "d0"), None, (Candidate("d4", 4, 0.5), Candidate("d6", 5, 0.4))),
+               MinedQuery("qb", ("d5",), None, ()),  # no negative: no row
+               MinedQuery("qc", ("d7",), None, (Candidate("d9", 4, 0.5),))]
     rows = mining.triplets(records, seed=3)
     # qa's positives in sorted order, each with a negative of its own record; qc's only negative is d9
     assert [(q, p) for q, p, _ in rows] == [("qa", "d0"), ("qa", "d2"), ("qc", "d7")]
@@ -277,3 +286,29 @@ def test_triplets_of_the_hard_window_draw_every_window_document(tmp_path):
     drawn = Counter(row[2] for s in range(60) for row in mining.triplets(records, seed=s) if row[0] == "qa")
     # 120 draws over 4 documents: P(a given one missing) = (3/4)^120 ~ 1e-15
     assert set(drawn) == {"g3", "g4", "a3", "g5"}
+
+
+def test_mined_files_keep_the_bytes_they_had_before_the_typed_records(tmp_path, monkeypatch, capsys):
+    # sha256 of what `mine` wrote for these inputs before its records, candidates and audit became
+    # dataclasses (commit 1978527); the window 1..8 with margin 0.1 drops g1 (0.95 >= 0.72) for qa
+    dataset = _dataset(tmp_path)
+    monkeypatch.chdir(tmp_path)  # the audit records the run path as given
+    write_run(tmp_path / "dense.trec", _run(), "dense")
+    (tmp_path / "p.yaml").write_text("mine:\n  count: 3\n  range_min: 1\n  range_max: 8\n  margin: 0.1\n")
+    digests = {}
+    for strategy in ("hard", "random"):
+        assert mine_command.run(_args(dataset=dataset.path, run="dense.trec", strategy=strategy,
+                                      output=f"out/{strategy}", params="p.yaml")) == 0
+        for name in (NEGATIVES_FILE, AUDIT_FILE):
+            digests[f"{strategy}/{name}"] = hashlib.sha256((tmp_path / "out" / strategy / name).read_bytes()).hexdigest()
+    assert json.loads((tmp_path / "out" / "hard" / AUDIT_FILE).read_text())["margin_dropped"]["dropped"] >= 1
+    assert digests == {
+        "hard/negatives.jsonl": "dad77b7a5936abd9fbd906edddb3a88f589b842de340c0efa53fe5239f90886e",
+        "hard/mining-audit.json": "ae8ed87cc2250b503a9b258b57925e6668421a31d32d4749f0216d4384f9ee49",
+        "random/negatives.jsonl": "8399c1bb0d25873ba7bc5687961e4e53b00fe252b721c4ac00f9d79910ac28ed",
+        "random/mining-audit.json": "1a5d5f1010435ca2cf531e63ebbcb239dc708ba9248f23fb66f75b8be12da89f"}
+    # read back and written again: the same bytes (the line a record was read from is never written)
+    records = read_negatives(tmp_path / "out" / "hard" / NEGATIVES_FILE)
+    assert [r.line for r in records] == [1, 2]
+    negatives.write_mined(tmp_path / "again", records, {})
+    assert (tmp_path / "again" / NEGATIVES_FILE).read_bytes() == (tmp_path / "out" / "hard" / NEGATIVES_FILE).read_bytes()

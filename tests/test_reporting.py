@@ -23,7 +23,9 @@ from beir_fixtures import write_beir
 from pipeline_fixtures import sh
 
 from retrieval_lab.cli import main
-from retrieval_lab.reporting import changed_fields, is_measure_field, unjudged, verdict_line
+from retrieval_lab.reporting.gather import changed_fields, is_measure_field
+from retrieval_lab.reporting.judge import unjudged
+from retrieval_lab.reporting.render import verdict_line
 
 QUERIES = 40
 REGRESSED = list(range(0, 36, 3))  # q00, q03, ..., q33: 12 / 40 = 30% of the queries
@@ -252,7 +254,7 @@ def test_gate_cannot_judge_stale_per_query_results_while_the_metrics_changed(rep
 
 
 def _read_at_main(copy: Path, path: str) -> str:
-    from retrieval_lab.reporting import read_at
+    from retrieval_lab.reporting.gather import read_at
 
     text = read_at(path, "main", str(copy))
     assert text is not None
@@ -280,7 +282,7 @@ def test_gate_cannot_judge_a_retriever_missing_at_head(repo, tmp_path):
 
 
 def test_unjudged_covers_an_empty_report_and_retrievers_on_one_side():
-    from retrieval_lab.reporting import Retriever
+    from retrieval_lab.reporting.gather import Retriever
 
     assert unjudged([], ["nDCG@10"], [], "toy") == [
         ("(all)", "no per-query results found under reports/toy/ at either revision")]
@@ -308,7 +310,8 @@ def test_a_gate_switched_off_or_pointed_nowhere_is_a_clear_error(repo, tmp_path,
 
 
 def test_strata_comparisons_split_seen_from_unseen_in_a_family_of_their_own():
-    from retrieval_lab.reporting import Retriever, strata_comparisons
+    from retrieval_lab.reporting.gather import Retriever
+    from retrieval_lab.reporting.judge import strata_comparisons
 
     def entries(values, seen):
         return {f"q{i}": {"measures": {"nDCG@10": v}, "seen": i in seen} for i, v in enumerate(values)}

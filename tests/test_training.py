@@ -21,7 +21,7 @@ from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params import Params, TrainParams, TrainVariant
 from retrieval_lab.encoder import Embeddings, Encoder, encode_dataset, load, load_embeddings
 from retrieval_lab.losses import multi_positive_nce
-from retrieval_lab.mining import write_mined
+from retrieval_lab.negatives import Candidate, MinedQuery, write_mined
 from retrieval_lab.training import (
     Distributed,
     LoopOptions,
@@ -68,8 +68,8 @@ def make_dataset(root: Path) -> tuple[Path, Path]:
         qrels[split] += [(f"q{i}", f"d{i}a", 1), (f"q{i}", f"d{i}b", 1)]
     dataset = write_beir(root / "prepared", docs, queries, qrels)
     # q0's negative is q1's positive: the mask must still mark it positive for q1
-    records = [{"query_id": f"q{i}", "positives": [f"d{i}a", f"d{i}b"], "lowest_positive_score": None,
-                "negatives": [{"id": f"d{(i + 1) % 10}a", "rank": 4, "score": 0.3}]} for i in range(6)]
+    records = [MinedQuery(f"q{i}", (f"d{i}a", f"d{i}b"), None, (Candidate(f"d{(i + 1) % 10}a", 4, 0.3),))
+               for i in range(6)]
     write_mined(root / "mined" / "hard", records, {"strategy": "hard"})
     return dataset, root / "mined" / "hard" / "negatives.jsonl"
 
@@ -481,20 +481,17 @@ def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
     assert runs[None][0]["train"]["max_grad_norm"] is None and runs[1e-9][0]["train"]["max_grad_norm"] == 1e-9
 
 
-def test_the_positives_rule_keeps_its_one_value_fingerprint():
-    # training.json and checkpoints written when the rule was one field (2 or "at least 1") still
-    # match: the default's fingerprint has the same keys and values as before the split
+def test_the_fingerprint_names_every_training_setting_under_its_own_field():
+    # one spelling: each TrainParams field as itself (defaults included), the variant's fields all present
     data = training.TrainingData([], {}, {}, {})
-    train = fingerprint("x", _spec(TrainParams(epochs=3)), data)["train"]
-    assert list(train) == ["seed", "epochs", "max_steps", "batch_size", "lr", "warmup_ratio", "weight_decay",
-                           "max_grad_norm", "max_seq_length", "positives_per_query", "select", "select_measure",
-                           "patience"]
-    assert train["positives_per_query"] == 2
-    at_least = TrainParams(positives_per_query=1, positives_at_least=True)
-    assert fingerprint("x", _spec(at_least), data)["train"]["positives_per_query"] == "at least 1"
-    # likewise the schedule: absent for linear (the only one then), named otherwise
-    constant = fingerprint("x", _spec(TrainParams(schedule="constant")), data)["train"]
-    assert constant["schedule"] == "constant" and "schedule" not in train
+    params = TrainParams(epochs=3, positives_per_query=1, positives_at_least=True)
+    fp = fingerprint("x", _spec(params), data)
+    expected = {f.name: getattr(params, f.name) for f in dataclasses.fields(TrainParams)
+                if f.name not in ("variants", "validate_every", "loss")}
+    assert fp["train"] == expected and fp["loss"] == params.loss
+    assert fp["train"]["positives_per_query"] == 1 and fp["train"]["positives_at_least"] is True
+    assert fp["train"]["schedule"] == params.schedule  # the default schedule is named too
+    assert fp["variant"] == {"name": "hard", **dataclasses.asdict(TrainVariant("hard", 0.05))}
 
 
 @pytest.mark.parametrize("schedule, expected", [

@@ -1,22 +1,166 @@
 """Paired comparisons under one rule, for the ``compare`` stage, ``report`` and ``compare-runs``.
 
-Every comparison is one row: both means, the difference (candidate - baseline), its
-simultaneous interval across the family of comparisons made together, the adjusted
-p of the same randomization test (``stats.paired_comparison``), the minimum detectable
-effect, win/tie/loss and a verdict that follows from the interval alone.
+Every comparison is one :class:`ComparisonRow`: both means, the judged difference
+(``stats.Comparison``: candidate - baseline, its simultaneous interval across the family of
+comparisons made together, the adjusted p of the same randomization test, the minimum
+detectable effect), win/tie/loss, and a verdict that follows from the interval alone.
+The rows' text (every number of every table) comes from :func:`row_cells` only.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from . import stats
 from .core.errors import InputError
 from .metrics import measure_run, parse_measure
+from .report_files import PER_QUERY
+
+ALL = "all"  # the stratum label of a comparison over every shared query
+
+
+class _JsonView(Mapping):
+    """Reads as the JSON object ``to_json`` writes, so callers that index the file index the object alike."""
+
+    def __getitem__(self, key: str):
+        return self.to_json()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_json())
+
+    def __len__(self) -> int:
+        return len(self.to_json())
+
+
+@dataclass(frozen=True)
+class Family(_JsonView):
+    """How a family of comparisons was judged together (compare.json's header)."""
+
+    size: int
+    family_level: float
+    permutations: int
+    seed: int
+
+    @property
+    def level(self) -> float:
+        return 1 - (1 - self.family_level) / max(self.size, 1)
+
+    def to_json(self) -> dict:
+        return {"adjustment": stats.ADJUSTMENT, "family_size": self.size, "family_level": self.family_level,
+                "level": self.level, "permutations": self.permutations, "seed": self.seed, "power": stats.POWER}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Family:
+        return cls(obj["family_size"], obj["family_level"], obj["permutations"], obj["seed"])
+
+
+def verdict(low: float, high: float, better: str = "candidate", worse: str = "baseline") -> str:
+    if low > 0:
+        return f"{better} better"
+    if high < 0:
+        return f"{worse} better"
+    return "no significant difference"
+
+
+@dataclass(frozen=True)
+class ComparisonRow(_JsonView):
+    """One judged comparison: the test (``stats.Comparison``) and what the table shows beside it."""
+
+    test: stats.Comparison
+    baseline_mean: float
+    candidate_mean: float
+    queries_only_in_one: int
+    wins: int
+    ties: int
+    losses: int
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.test.excludes_zero
+
+    def verdict(self, better: str = "candidate", worse: str = "baseline") -> str:
+        return verdict(self.test.low, self.test.high, better, worse)
+
+    def to_json(self) -> dict:
+        t = self.test
+        return {"queries": t.queries, "queries_only_in_one": self.queries_only_in_one,
+                "baseline_mean": self.baseline_mean, "candidate_mean": self.candidate_mean,
+                "mean_difference": t.mean_difference, "ci_low": t.low, "ci_high": t.high,
+                "p_value": t.p_value, "p_adjusted": t.p_adjusted, "mde": t.mde,
+                "wins": self.wins, "ties": self.ties, "losses": self.losses, "verdict": self.verdict(),
+                "level": t.level, "tail": t.tail}
+
+    @classmethod
+    def from_json(cls, obj: dict, family: Family) -> ComparisonRow:
+        test = stats.Comparison(
+            mean_difference=obj["mean_difference"], low=obj["ci_low"], high=obj["ci_high"], p_value=obj["p_value"],
+            p_adjusted=obj["p_adjusted"], mde=obj["mde"], queries=obj["queries"], family_size=family.size,
+            family_level=family.family_level, level=obj["level"], permutations=family.permutations,
+            seed=family.seed, tail=obj["tail"])
+        return cls(test, obj["baseline_mean"], obj["candidate_mean"], obj["queries_only_in_one"],
+                   obj["wins"], obj["ties"], obj["losses"])
+
+
+@dataclass(frozen=True)
+class PairComparison:
+    """A compare-stage row: which runs, over which queries (``stratum``: ``all``, ``seen`` or ``unseen``)."""
+
+    baseline: str
+    candidate: str
+    stratum: str
+    row: ComparisonRow
+
+    @property
+    def key(self) -> str:
+        return f"{self.baseline} vs {self.candidate}"
+
+
+@dataclass(frozen=True)
+class Comparisons:
+    """The compare stage's result: every pair (and its strata) on one measure, judged as one family."""
+
+    measure: str
+    family: Family
+    rows: tuple[PairComparison, ...]  # family order: each pair's overall row, then its strata
+
+    def to_json(self) -> dict:
+        pairs: dict[str, dict] = {}
+        for r in self.rows:
+            if r.stratum == ALL:
+                pairs[r.key] = {"baseline": r.baseline, "candidate": r.candidate, **r.row.to_json()}
+            else:
+                pairs[r.key].setdefault("strata", {})[r.stratum] = r.row.to_json()
+        return {"measure": self.measure, **self.family.to_json(), "pairs": pairs}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Comparisons:
+        """Read a compare.json back (``readme_tables``, ``bench_report``)."""
+        family = Family.from_json(obj)
+        rows = []
+        for pair in obj["pairs"].values():
+            a, b = pair["baseline"], pair["candidate"]
+            rows.append(PairComparison(a, b, ALL, ComparisonRow.from_json(pair, family)))
+            rows += [PairComparison(a, b, s, ComparisonRow.from_json(row, family))
+                     for s, row in pair.get("strata", {}).items()]
+        return cls(obj["measure"], family, tuple(rows))
+
+
+@dataclass(frozen=True)
+class RunsComparison:
+    """``compare-runs``: one comparison per measure, the measures as one family."""
+
+    family: Family
+    measures: dict[str, ComparisonRow]
+
+    def to_json(self) -> dict:
+        return {**self.family.to_json(), "measures": {m: row.to_json() for m, row in self.measures.items()}}
 
 
 def per_query_measures(text: str, source: str) -> dict[str, dict]:
@@ -28,11 +172,6 @@ def per_query_measures(text: str, source: str) -> dict[str, dict]:
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise InputError(f"not an evaluate per_query.json ({exc})", source) from None
     return queries
-
-
-def per_query_values(text: str, measure: str, source: str) -> dict[str, float]:
-    """query id -> value of ``measure`` from the text of an evaluate stage's per_query.json."""
-    return values_of(per_query_measures(text, source), measure, source)
 
 
 def values_of(entries: dict, measure: str, source: str) -> dict[str, float]:
@@ -47,16 +186,8 @@ def values_of(entries: dict, measure: str, source: str) -> dict[str, float]:
     return values
 
 
-def verdict(low: float, high: float, better: str = "candidate", worse: str = "baseline") -> str:
-    if low > 0:
-        return f"{better} better"
-    if high < 0:
-        return f"{worse} better"
-    return "no significant difference"
-
-
 def compare_family(items: list[tuple[dict[str, float], dict[str, float]]], family_level: float = 0.95,
-                   permutations: int = 10000, seed: int = 0) -> list[dict | None]:
+                   permutations: int = 10000, seed: int = 0) -> list[ComparisonRow | None]:
     """Judge every (baseline values, candidate values) pair as one family of comparisons.
 
     Each pair is compared over the queries both have; pairs that share none are None and
@@ -64,30 +195,22 @@ def compare_family(items: list[tuple[dict[str, float], dict[str, float]]], famil
     """
     shared = [sorted(set(a) & set(b)) for a, b in items]
     family = sum(bool(q) for q in shared)
-    rows: list[dict | None] = []
+    rows: list[ComparisonRow | None] = []
     for (base, cand), queries in zip(items, shared):
         if not queries:
             rows.append(None)
             continue
         a = np.array([base[q] for q in queries])  # (n,)
         b = np.array([cand[q] for q in queries])  # (n,)
-        c = stats.paired_comparison(a, b, family, family_level, permutations, seed)
-        wins, ties, losses = stats.win_tie_loss(a, b)
-        rows.append({
-            "queries": len(queries), "queries_only_in_one": len(set(base) ^ set(cand)),
-            "baseline_mean": float(a.mean()), "candidate_mean": float(b.mean()),
-            "mean_difference": c.mean_difference, "ci_low": c.low, "ci_high": c.high,
-            "p_value": c.p_value, "p_adjusted": c.p_adjusted, "mde": c.mde,
-            "wins": wins, "ties": ties, "losses": losses, "verdict": verdict(c.low, c.high),
-            "level": c.level, "tail": c.tail,
-        })
+        test = stats.paired_comparison(a, b, family, family_level, permutations, seed)
+        rows.append(ComparisonRow(test, float(a.mean()), float(b.mean()), len(set(base) ^ set(cand)),
+                                  *stats.win_tie_loss(a, b)))
     return rows
 
 
-def family_header(family_size: int, family_level: float, permutations: int, seed: int) -> dict:
-    return {"adjustment": stats.ADJUSTMENT, "family_size": family_size, "family_level": family_level,
-            "level": 1 - (1 - family_level) / max(family_size, 1), "permutations": permutations, "seed": seed,
-            "power": stats.POWER}
+def family_of(rows: Iterable[ComparisonRow | None], family_level: float, permutations: int, seed: int) -> Family:
+    """The family header of rows judged together (the None ones are not counted)."""
+    return Family(sum(r is not None for r in rows), family_level, permutations, seed)
 
 
 def _read_entries(path: Path) -> dict[str, dict]:
@@ -111,7 +234,7 @@ def strata_groups(queries: set[str], *flags: dict[str, bool]) -> dict[str, list[
 
 
 def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, family_level: float = 0.95,
-            permutations: int = 10000, seed: int = 0, runs: list[str] | None = None) -> dict:
+            permutations: int = 10000, seed: int = 0, runs: list[str] | None = None) -> Comparisons:
     """Compare every pair on ``measure`` over the queries both runs were evaluated on, as one family.
 
     When the shared queries fall in both strata (seen: a relevant document is a training
@@ -132,17 +255,17 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
         for name in pair:
             if runs is not None and name not in runs:
                 raise InputError(f"run {name!r} is not among the runs this stage reads ({', '.join(runs)}): add "
-                                 f"its per_query.json to the compare stage's deps and --runs in dvc.yaml",
+                                 f"its {PER_QUERY} to the compare stage's deps and --runs in dvc.yaml",
                                  field=f"compare.pairs[{i}]")
             if name not in cache:
-                path = root / name / "per_query.json"
+                path = root / name / PER_QUERY
                 entries = _read_entries(path)
                 cache[name] = values_of(entries, measure, str(path))
                 strata[name] = strata_flags(entries)
-    items, where = [], []  # (baseline, candidate) values; (pair index, stratum or None)
+    items, where = [], []  # (baseline, candidate) values; (pair index, stratum)
     for i, (a, b) in enumerate(pairs):
         items.append((cache[a], cache[b]))
-        where.append((i, None))
+        where.append((i, ALL))
         if strata[a] is None or strata[b] is None:
             continue
         members = strata_groups(set(cache[a]) & set(cache[b]), strata[a], strata[b])
@@ -151,16 +274,13 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
                 items.append(({q: cache[a][q] for q in ids}, {q: cache[b][q] for q in ids}))
                 where.append((i, name))
     rows = compare_family(items, family_level, permutations, seed)
-    out: dict[str, dict] = {}
+    out = []
     for (i, stratum), row in zip(where, rows):
         a, b = pairs[i]
         if row is None:
             raise InputError(f"{a} and {b} share no evaluated query", str(root), field=f"compare.pairs[{i}]")
-        if stratum is None:
-            out[f"{a} vs {b}"] = {"baseline": a, "candidate": b, **row}
-        else:
-            out[f"{a} vs {b}"].setdefault("strata", {})[stratum] = row
-    return {"measure": measure, **family_header(len(rows), family_level, permutations, seed), "pairs": out}
+        out.append(PairComparison(a, b, stratum, row))
+    return Comparisons(measure, family_of(rows, family_level, permutations, seed), tuple(out))
 
 
 def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, float]:
@@ -168,97 +288,111 @@ def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, f
 
 
 def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str], family_level: float = 0.95,
-                 permutations: int = 10000, seed: int = 0) -> dict:
+                 permutations: int = 10000, seed: int = 0) -> RunsComparison:
     """Two runs on the same qrels, one comparison per measure, the measures as one family."""
     measures = list(dict.fromkeys(measures))
     base, head = measure_run(qrels, base_run, measures), measure_run(qrels, head_run, measures)
     rows = compare_family([(_values(base.per_query, m), _values(head.per_query, m)) for m in measures],
                           family_level, permutations, seed)
-    return {**family_header(sum(r is not None for r in rows), family_level, permutations, seed),
-            "measures": {m: row for m, row in zip(measures, rows) if row is not None}}
+    return RunsComparison(family_of(rows, family_level, permutations, seed),
+                          {m: row for m, row in zip(measures, rows) if row is not None})
 
 
-def format_p(row: dict) -> str:
-    return f"{row['p_adjusted']:.4f}"
+# ----------------------------------------------------------------------------- a row's text
 
 
-def format_mde(mde: float) -> str:
+class RowCells(NamedTuple):
+    """Every cell a table shows of one comparison row, formatted once."""
+
+    queries: str
+    baseline_mean: str
+    candidate_mean: str
+    difference: str
+    interval: str
+    p: str
+    mde: str
+    win_tie_loss: str
+    verdict: str
+
+
+def difference_text(row: Mapping) -> str:
+    return f"{row['mean_difference']:+.4f}"
+
+
+def interval_text(row: Mapping) -> str:
+    return f"[{row['ci_low']:+.4f}, {row['ci_high']:+.4f}]"
+
+
+def mde_text(mde: float) -> str:
     return "-" if math.isnan(mde) else f"±{mde:.4f}"
 
 
-def rule_sentence(header: dict, what: str) -> str:
+def row_cells(row: ComparisonRow, better: str = "candidate", worse: str = "baseline") -> RowCells:
+    """The text of ``row`` for every table: the only place a comparison's numbers are formatted."""
+    return RowCells(str(row.test.queries), f"{row.baseline_mean:.4f}", f"{row.candidate_mean:.4f}",
+                    difference_text(row), interval_text(row), f"{row.test.p_adjusted:.4f}", mde_text(row.test.mde),
+                    f"{row.wins}/{row.ties}/{row.losses}", row.verdict(better, worse))
+
+
+def rule_sentence(family: Family, what: str) -> str:
     """How the intervals and p-values of a family were made, for every markdown output."""
-    m, level = header["family_size"], header["family_level"]
-    return (f"{level:.0%} simultaneous intervals across the {m} {what} ({header['adjustment'].capitalize()}: "
-            f"{header['level']:.2%} each). Each interval holds the shifts that a paired randomization test "
-            f"({header['permutations']} random sign assignments, seed {header['seed']}) does not reject at "
-            f"that level, and p is that test's p at 0, adjusted the same way: p <= {1 - level:.2f} exactly when "
-            "the interval excludes 0. MDE: the smallest true difference found with "
-            f"{header['power']:.0%} power at that level over that many queries; a difference well inside it "
+    level = family.family_level
+    return (f"{level:.0%} simultaneous intervals across the {family.size} {what} "
+            f"({stats.ADJUSTMENT.capitalize()}: {family.level:.2%} each). Each interval holds the shifts that a "
+            f"paired randomization test ({family.permutations} random sign assignments, seed {family.seed}) does "
+            f"not reject at that level, and p is that test's p at 0, adjusted the same way: p <= {1 - level:.2f} "
+            "exactly when the interval excludes 0. MDE: the smallest true difference found with "
+            f"{stats.POWER:.0%} power at that level over that many queries; a difference well inside it "
             "is noise.")
 
 
-def rough_tail_note(rows, header: dict) -> list[str]:
+def rough_tail_note(rows: Iterable[ComparisonRow], family: Family) -> list[str]:
     rows = list(rows)
     notes = []
-    if any(math.isinf(r["ci_low"]) or math.isinf(r["ci_high"]) for r in rows):
+    if any(math.isinf(r.test.low) or math.isinf(r.test.high) for r in rows):
         notes.append("\nNote: an unbounded interval means too few queries for that level: not even a "
                      "difference of the same sign on every query could be told from noise.")
-    if any(r["tail"] < 10 for r in rows):
+    if any(r.test.tail < 10 for r in rows):
         notes.append(f"\nNote: fewer than 10 sign flips beyond each end of some intervals; raise "
-                     f"evaluate.permutations (now {header['permutations']}) for steadier interval ends.")
+                     f"evaluate.permutations (now {family.permutations}) for steadier interval ends.")
     return notes
 
 
-def _pair_rows(result: dict):
-    """(baseline, candidate, stratum label, row) for every comparison of a compare result, in family order."""
-    for r in result["pairs"].values():
-        yield r["baseline"], r["candidate"], "all", r
-        for stratum, row in r.get("strata", {}).items():
-            yield r["baseline"], r["candidate"], stratum, row
-
-
-def to_markdown(result: dict) -> str:
-    m, level = result["measure"], result["family_level"]
-    rows = list(_pair_rows(result))
-    stratified = any(stratum != "all" for _, _, stratum, _ in rows)
+def to_markdown(result: Comparisons) -> str:
+    """The compare stage's markdown: one table row per comparison of the family."""
+    m, level = result.measure, result.family.family_level
+    stratified = any(r.stratum != ALL for r in result.rows)
     lines = [f"# Paired comparison on {m}", "",
              ("Difference = candidate - baseline over the queries both were evaluated on; "
-              + rule_sentence(result, "comparisons below")), ""]
+              + rule_sentence(result.family, "comparisons below")), ""]
     if stratified:
         lines += [("Queries: *seen* when one of its relevant documents is a positive of a training query, "
                   "*unseen* otherwise; the unseen rows say what fine-tuning carries over to documents it "
                   "never saw."), ""]
     lines += [(f"| baseline | candidate | queries | baseline {m} | candidate {m} | difference | "
-               f"{level:.0%} simultaneous interval | p ({result['adjustment']}) | MDE | win/tie/loss | verdict |"),
+               f"{level:.0%} simultaneous interval | p ({stats.ADJUSTMENT}) | MDE | win/tie/loss | verdict |"),
               "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
-    for a, b, stratum, r in rows:
-        queries = f"{r['queries']}" if stratum == "all" else f"{r['queries']} {stratum}"
-        lines.append(f"| {a} | {b} | {queries} | {r['baseline_mean']:.4f} | "
-                     f"{r['candidate_mean']:.4f} | {r['mean_difference']:+.4f} | "
-                     f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] | "
-                     f"{format_p(r)} | "
-                     f"{format_mde(r['mde'])} | {r['wins']}/{r['ties']}/{r['losses']} | {r['verdict']} |")
-    for r in result["pairs"].values():
-        if r["queries_only_in_one"]:
-            lines.append(f"\nNote: {r['queries_only_in_one']} queries were evaluated for only one of "
-                         f"{r['baseline']} and {r['candidate']} and are left out of that pair.")
-    lines += rough_tail_note([r for *_, r in rows], result)
+    for r in result.rows:
+        c = row_cells(r.row)
+        queries = c.queries if r.stratum == ALL else f"{c.queries} {r.stratum}"
+        lines.append(f"| {r.baseline} | {r.candidate} | {queries} | {c.baseline_mean} | {c.candidate_mean} | "
+                     f"{c.difference} | {c.interval} | {c.p} | {c.mde} | {c.win_tie_loss} | {c.verdict} |")
+    for r in result.rows:
+        if r.stratum == ALL and r.row.queries_only_in_one:
+            lines.append(f"\nNote: {r.row.queries_only_in_one} queries were evaluated for only one of "
+                         f"{r.baseline} and {r.candidate} and are left out of that pair.")
+    lines += rough_tail_note([r.row for r in result.rows], result.family)
     return "\n".join(lines) + "\n"
 
 
-def runs_to_text(result: dict, base_name: str, head_name: str) -> str:
+def runs_to_text(result: RunsComparison, base_name: str, head_name: str) -> str:
     """The ``compare-runs`` table: one line per measure."""
-    header = ["measure", "queries", "base", "head", "difference", "interval", f"p ({result['adjustment']})",
+    header = ["measure", "queries", "base", "head", "difference", "interval", f"p ({stats.ADJUSTMENT})",
               "MDE", "win/tie/loss", "verdict"]
-    rows = [[m, str(r["queries"]), f"{r['baseline_mean']:.4f}", f"{r['candidate_mean']:.4f}",
-             f"{r['mean_difference']:+.4f}", f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]",
-             format_p(r), format_mde(r["mde"]),
-             f"{r['wins']}/{r['ties']}/{r['losses']}", verdict(r["ci_low"], r["ci_high"], "head", "base")]
-            for m, r in result["measures"].items()]
+    rows = [[m, *row_cells(r, "head", "base")] for m, r in result.measures.items()]
     widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [header] + rows]
     text.insert(1, "  ".join("-" * w for w in widths))
-    notes = [n.strip() for n in rough_tail_note(result["measures"].values(), result)]
+    notes = [n.strip() for n in rough_tail_note(result.measures.values(), result.family)]
     return "\n".join([f"base: {base_name}   head: {head_name}   difference = head - base", *text, "",
-                      rule_sentence(result, "measures"), *notes]) + "\n"
+                      rule_sentence(result.family, "measures"), *notes]) + "\n"

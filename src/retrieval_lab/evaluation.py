@@ -4,6 +4,8 @@ Outputs (each written atomically; the reports folder may hold other stages' file
 e.g. fusion.json, so files are replaced one by one, never the folder):
 
 ``metrics``                       means of every ``evaluate.measures`` + query counts + Judged warning
+File names: ``report_files`` (shared with ``compare`` and ``report``).
+
 ``reports/per_query.json``        per query: measure values, first positive rank, rank of every positive
 ``reports/recall_curve.csv``      k,recall for k = 1..depth (mean R@k)
 ``reports/first_positive_ranks.csv``  query,rank; rank = depth + 1 when no positive was retrieved
@@ -25,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from . import metrics
+from . import metrics, report_files
 from .core.atomic import write_json, write_text
 from .core.data import Qrels, empty_documents_note, load_dataset, positives, read_qrels
 from .core.errors import InputError
@@ -140,17 +142,17 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     per_query = {qid: {"measures": values, "first_positive_rank": first[qid], "positive_ranks": ranks[qid],
                        "seen": qid in seen}
                  for qid, values in result.per_query.items()}
-    write_json(reports / "per_query.json", {"split": split, "run": str(run_path), "depth": depth,
-                                            "queries": per_query})
-    write_text(reports / "recall_curve.csv", _csv("k,recall", ((k, repr(float(r))) for k, r in
-                                                               enumerate(curve.tolist(), start=1))))
-    write_text(reports / "first_positive_ranks.csv",
+    write_json(reports / report_files.PER_QUERY, {"split": split, "run": str(run_path), "depth": depth,
+                                                  "queries": per_query})
+    write_text(reports / report_files.RECALL_CURVE,
+               _csv("k,recall", ((k, repr(float(r))) for k, r in enumerate(curve.tolist(), start=1))))
+    write_text(reports / report_files.FIRST_POSITIVE_RANKS,
                _csv("query,rank", ((q, depth + 1 if first[q] is None else first[q]) for q in per_query)))
-    write_text(reports / "first_positive_hist.csv",
+    write_text(reports / report_files.FIRST_POSITIVE_HIST,
                _csv("bucket,queries", first_positive_histogram({q: first[q] for q in per_query})))
-    write_json(reports / "diagnosis.json", diagnosis)
-    write_text(reports / "diagnosis.md", to_markdown(diagnosis, f"Failure diagnosis: {Path(run_path).name} "
-                                                                f"on {split} (k = {cfg.diagnose_k})"))
+    write_json(reports / report_files.DIAGNOSIS, diagnosis)
+    write_text(reports / report_files.DIAGNOSIS_MD,
+               to_markdown(diagnosis, f"Failure diagnosis: {Path(run_path).name} on {split} (k = {cfg.diagnose_k})"))
 
     lowest_judged = min(result.means[m] for m in judged)
     report = result.report

@@ -26,27 +26,26 @@ import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
-from .core.atomic import atomic_path, write_json
-from .core.data import SPLIT_FILE, Dataset, json_objects, positives
+from .core.data import SPLIT_FILE, Dataset, positives
 from .core.errors import InputError
 from .core.params import MineParams
+from .negatives import Candidate, MinedQuery, read_negatives, write_mined
 from .runs import Run, ranked
 
 HELDOUT_SPLITS = ("val",)  # the test qrels live outside the prepared folder
-NEGATIVES_FILE = "negatives.jsonl"
-AUDIT_FILE = "mining-audit.json"
 
 
 class MiningAuditError(Exception):
     """A mined negatives file failed its audit (a negative outside the pool or an annotated positive)."""
 
-    def __init__(self, audit: dict):
+    def __init__(self, audit: Audit):
         self.audit = audit
-        first = audit["failures"][0]
-        super().__init__(f"mining audit failed: {len(audit['failures'])} problem(s); first: query "
-                         f"{first['query_id']!r} document {first.get('doc_id')!r}: {first['problem']}")
+        first = audit.failures[0]
+        super().__init__(f"mining audit failed: {len(audit.failures)} problem(s); first: query "
+                         f"{first.query_id!r} document {first.doc_id!r}: {first.problem}")
 
 
 # ----------------------------------------------------------------------------- the pool
@@ -106,22 +105,26 @@ def annotated_positives(dataset: Dataset) -> dict[str, set[str]]:
 
 # ----------------------------------------------------------------------------- strategies
 
-Candidate = dict  # {"id": str, "rank": int | None, "score": float | None}
-
 
 def _margin_ceiling(lowest: float | None, params: MineParams) -> float | None:
     """Scores at or above ``(1 - margin) x`` the lowest positive's are too close to be sure negatives."""
     return None if params.margin is None or lowest is None else (1 - params.margin) * lowest
 
 
+def _pool_ranking(run: Run, qid: str, pool: Pool) -> list[Candidate]:
+    """The run's ranking of ``qid`` restricted to the pool, ranks renumbered from 1."""
+    return [Candidate(d, r, s) for r, (d, s) in
+            enumerate((item for item in ranked(run.get(qid, {})) if item[0] in pool.documents), 1)]
+
+
 def _window(ranking: list[Candidate], positive: set[str], params: MineParams) -> list[Candidate]:
-    return [c for c in ranking if params.range_min <= c["rank"] <= params.range_max and c["id"] not in positive]
+    return [c for c in ranking if params.range_min <= c.rank <= params.range_max and c.id not in positive]
 
 
 def _select_hard(ranking: list[Candidate], pool_docs: list[str], positive: set[str], lowest: float | None,
                  params: MineParams, rng: random.Random) -> list[Candidate]:
     ceiling = _margin_ceiling(lowest, params)
-    eligible = [c for c in _window(ranking, positive, params) if ceiling is None or c["score"] < ceiling]
+    eligible = [c for c in _window(ranking, positive, params) if ceiling is None or c.score < ceiling]
     return eligible if len(eligible) <= params.count else rng.sample(eligible, params.count)
 
 
@@ -134,12 +137,11 @@ def margin_drops(run: Run, dataset: Dataset, params: MineParams) -> dict:
     relevant = annotated_positives(dataset)
     by_query = {}
     for qid in sorted(dataset.qrels.get("train", {})):
-        ranking = [{"id": d, "rank": r, "score": s} for r, (d, s) in
-                   enumerate((item for item in ranked(run.get(qid, {})) if item[0] in pool.documents), 1)]
-        scores = [c["score"] for c in ranking if c["id"] in relevant.get(qid, set())]
+        ranking = _pool_ranking(run, qid, pool)
+        scores = [c.score for c in ranking if c.id in relevant.get(qid, set())]
         ceiling = _margin_ceiling(min(scores) if scores else None, params)
-        dropped = [c for c in _window(ranking, relevant.get(qid, set()), params)
-                   if ceiling is not None and c["score"] >= ceiling]
+        dropped = [c.to_json() for c in _window(ranking, relevant.get(qid, set()), params)
+                   if ceiling is not None and c.score >= ceiling]
         if dropped:
             by_query[qid] = {"ceiling": ceiling, "dropped": dropped}
     return {"margin": params.margin, "rule": "window candidate scoring >= (1 - margin) x the lowest positive score",
@@ -179,11 +181,11 @@ class _LazyDifference(Sequence):
 
 def _select_random(ranking: list[Candidate], pool_docs: list[str], positive: set[str], lowest: float | None,
                    params: MineParams, rng: random.Random) -> list[Candidate]:
-    by_id = {c["id"]: c for c in ranking}
+    by_id = {c.id: c for c in ranking}
     eligible = _LazyDifference(pool_docs, positive)
     # random.sample reads only the items it draws (len(eligible) > count): the same draws as on a list
     chosen = list(eligible) if len(eligible) <= params.count else rng.sample(eligible, params.count)
-    return [by_id.get(d, {"id": d, "rank": None, "score": None}) for d in chosen]
+    return [by_id.get(d, Candidate(d, None, None)) for d in chosen]
 
 
 STRATEGIES: dict[str, Callable[..., list[Candidate]]] = {"hard": _select_hard, "random": _select_random}
@@ -198,12 +200,12 @@ def check_strategy(name: str) -> None:
 # ----------------------------------------------------------------------------- mining
 
 
-def mine(run: Run, dataset: Dataset, params: MineParams, strategy: str) -> list[dict]:
-    """One record per training query with a positive: ``{query_id, positives, lowest_positive_score, negatives}``.
+def mine(run: Run, dataset: Dataset, params: MineParams, strategy: str) -> list[MinedQuery]:
+    """One record per training query with a positive.
 
-    ``negatives`` are ``{id, rank, score}`` sorted by pool rank (rank and score are
-    null for a random negative the run never retrieved); ``lowest_positive_score``
-    is the run's score of the query's weakest retrieved positive (null if none was).
+    ``negatives`` are sorted by pool rank (rank and score are None for a random negative
+    the run never retrieved); ``lowest_positive_score`` is the run's score of the query's
+    weakest retrieved positive (None if none was).
     """
     check_strategy(strategy)
     if "train" not in dataset.qrels:
@@ -213,23 +215,21 @@ def mine(run: Run, dataset: Dataset, params: MineParams, strategy: str) -> list[
     relevant = annotated_positives(dataset)
     records = []
     for qid in sorted(dataset.qrels["train"]):
-        train_positives = sorted(positives(dataset.qrels["train"][qid]))
+        train_positives = tuple(sorted(positives(dataset.qrels["train"][qid])))
         if not train_positives:
             continue
         positive = relevant[qid]
-        ranking = [{"id": d, "rank": r, "score": s} for r, (d, s) in
-                   enumerate((item for item in ranked(run.get(qid, {})) if item[0] in pool.documents), 1)]
-        scores = [c["score"] for c in ranking if c["id"] in positive]
+        ranking = _pool_ranking(run, qid, pool)
+        scores = [c.score for c in ranking if c.id in positive]
         lowest = min(scores) if scores else None
         rng = random.Random(f"{params.seed}:{qid}")  # per query: independent of the other queries
         chosen = STRATEGIES[strategy](ranking, pool_docs, positive, lowest, params, rng)
-        chosen = sorted(chosen, key=lambda c: (c["rank"] is None, c["rank"] or 0, c["id"]))
-        records.append({"query_id": qid, "positives": train_positives, "lowest_positive_score": lowest,
-                        "negatives": chosen})
+        chosen = sorted(chosen, key=lambda c: (c.rank is None, c.rank or 0, c.id))
+        records.append(MinedQuery(qid, train_positives, lowest, tuple(chosen)))
     return records
 
 
-def triplets(records: list[dict], seed: int) -> list[tuple[str, str, str]]:
+def triplets(records: list[MinedQuery], seed: int) -> list[tuple[str, str, str]]:
     """(query, positive, negative) rows, the shape a sentence-transformers MNRL recipe trains on.
 
     One row per positive of each mined record, its negative drawn uniformly from the
@@ -239,71 +239,102 @@ def triplets(records: list[dict], seed: int) -> list[tuple[str, str, str]]:
     rng = random.Random(seed)
     rows = []
     for record in records:
-        ids = [n["id"] for n in record["negatives"]]
+        ids = [n.id for n in record.negatives]
         if ids:
-            rows += [(record["query_id"], p, rng.choice(ids)) for p in sorted(record["positives"])]
+            rows += [(record.query_id, p, rng.choice(ids)) for p in sorted(record.positives)]
     return rows
-
-
-# ----------------------------------------------------------------------------- the file
-
-
-def read_negatives(path: str | Path) -> list[dict]:
-    """Read negatives.jsonl, checking every line's fields (errors name file, line and field)."""
-    path = Path(path)
-    records, seen = [], {}
-    for number, obj in json_objects(path):
-        qid = obj.get("query_id")
-        if not isinstance(qid, str) or not qid:
-            raise InputError("expected a non-empty string", str(path), number, "query_id")
-        if qid in seen:
-            raise InputError(f"query {qid!r} repeated (first on line {seen[qid]})", str(path), number, "query_id")
-        seen[qid] = number
-        if not isinstance(obj.get("positives"), list) or not all(isinstance(d, str) for d in obj["positives"]):
-            raise InputError("expected a list of document ids", str(path), number, "positives")
-        lowest = obj.get("lowest_positive_score")
-        if lowest is not None and not isinstance(lowest, (int, float)):
-            raise InputError("expected a number or null", str(path), number, "lowest_positive_score")
-        negatives = obj.get("negatives")
-        if not isinstance(negatives, list):
-            raise InputError("expected a list", str(path), number, "negatives")
-        for i, neg in enumerate(negatives):
-            if not isinstance(neg, dict) or not isinstance(neg.get("id"), str):
-                raise InputError("expected an object with a string id", str(path), number, f"negatives[{i}].id")
-            for key in ("rank", "score"):
-                value = neg.get(key)
-                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                    raise InputError("expected a number or null", str(path), number, f"negatives[{i}].{key}")
-        obj["line"] = number
-        records.append(obj)
-    return records
-
-
-def read_strategy(negatives_path: str | Path) -> str | None:
-    """The strategy recorded in the audit beside a negatives file (None without an audit)."""
-    audit = Path(negatives_path).with_name(AUDIT_FILE)
-    if not audit.is_file():
-        return None
-    try:
-        return json.loads(audit.read_text(encoding="utf-8")).get("strategy")
-    except json.JSONDecodeError as exc:
-        raise InputError(f"malformed JSON ({exc.msg})", str(audit), exc.lineno) from None
-
-
-def write_mined(out_dir: str | Path, records: list[dict], audit: dict) -> None:
-    """``negatives.jsonl`` + ``mining-audit.json``, renamed into place together."""
-    with atomic_path(out_dir, is_dir=True) as tmp:
-        with open(tmp / NEGATIVES_FILE, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps({k: v for k, v in r.items() if k != "line"}, ensure_ascii=False) + "\n"
-                          for r in records)
-        write_json(tmp / AUDIT_FILE, audit)
 
 
 # ----------------------------------------------------------------------------- the audit
 
 
-def audit_negatives(negatives: str | Path | list[dict], dataset: Dataset, count: int | None = None,
-                    strategy: str | None = None) -> dict:
+class Check(Enum):
+    """What a failed negative broke; the value is the failure's text."""
+
+    NOT_TRAINING_QUERY = "not a training query"
+    UNKNOWN_DOCUMENT = "unknown document"
+    ANNOTATED_POSITIVE = "annotated positive of this query"
+    OUTSIDE_POOL = "outside the mining pool"
+    REPEATED = "repeated negative"
+
+
+@dataclass(frozen=True)
+class Failure:
+    check: Check
+    query_id: str
+    doc_id: str | None
+    line: int | None  # of negatives.jsonl; None for records mined in memory
+    why: str | None = None  # e.g. why a document is outside the pool
+
+    @property
+    def problem(self) -> str:
+        return self.check.value + (f" ({self.why})" if self.why else "")
+
+    def to_json(self) -> dict:
+        return {"query_id": self.query_id, "doc_id": self.doc_id, "line": self.line, "problem": self.problem}
+
+
+@dataclass
+class Audit:
+    """What :func:`audit_negatives` found; ``to_json`` is mining-audit.json."""
+
+    strategy: str | None
+    count: int | None
+    queries: int
+    negatives: int
+    false_negatives: int  # negatives that are annotated positives of their query
+    failures: list[Failure]
+    shortfall: dict[str, int]  # query -> negatives missing below ``count``
+    suspicious: list[dict]
+    queries_without_positive_score: int
+    train_queries_not_mined: list[str]
+    pool: Pool
+    per_query: dict[str, list[dict]]
+    run: str | None = None  # the run the negatives were mined from (mine_to_dir)
+    params: MineParams | None = None
+    margin_dropped: dict | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def checks(self) -> dict:
+        return {"all_negatives_in_pool": not any(f.check is Check.OUTSIDE_POOL for f in self.failures),
+                "no_annotated_positive": self.false_negatives == 0,
+                "false_negative_fraction": self.false_negatives / self.negatives if self.negatives else 0.0}
+
+    def to_json(self) -> dict:
+        pool = self.pool
+        out = {
+            "passed": self.passed,
+            "source": self.run,
+            "strategy": self.strategy,
+            "count": self.count,
+            "queries": self.queries,
+            "negatives": self.negatives,
+            "failures": [f.to_json() for f in self.failures],
+            "checks": self.checks(),
+            "shortfall": {"queries": len(self.shortfall), "missing_negatives": sum(self.shortfall.values()),
+                          "by_query": self.shortfall},
+            "suspicious": {"count": len(self.suspicious), "negatives": self.suspicious,
+                           "rule": "negative score >= the query's lowest positive score (review by hand)"},
+            "queries_without_positive_score": self.queries_without_positive_score,
+            "train_queries_not_mined": self.train_queries_not_mined,
+            "pool": {"split_mode": pool.split_mode, "documents": len(pool.documents),
+                     "excluded": len(pool.excluded), "heldout_families": len(pool.heldout_families)},
+            "per_query": self.per_query,
+        }
+        if self.params is not None:
+            p = self.params
+            out["params"] = {"seed": p.seed, "source": p.source, "count": p.count, "range_min": p.range_min,
+                             "range_max": p.range_max, "margin": p.margin}
+        if self.margin_dropped is not None:
+            out["margin_dropped"] = self.margin_dropped
+        return out
+
+
+def audit_negatives(negatives: str | Path | list[MinedQuery], dataset: Dataset, count: int | None = None,
+                    strategy: str | None = None) -> Audit:
     """Check mined negatives against the dataset, independently of how they were mined.
 
     Failures (``passed`` false): a negative outside the pool (held-out family or
@@ -313,80 +344,51 @@ def audit_negatives(negatives: str | Path | list[dict], dataset: Dataset, count:
     Reported, not failed: ``shortfall`` (queries with fewer than ``count``
     negatives) and ``suspicious`` negatives scoring >= the query's lowest positive.
     """
-    source = str(negatives) if not isinstance(negatives, list) else "<records>"
     records = negatives if isinstance(negatives, list) else read_negatives(negatives)
     pool = mining_pool(dataset)
     relevant = annotated_positives(dataset)
     train = dataset.qrels.get("train", {})
     failures, suspicious, shortfall, per_query = [], [], {}, {}
     total = false_negatives = 0
-
-    def fail(record, did, problem):
-        failures.append({"query_id": record["query_id"], "doc_id": did, "line": record.get("line"),
-                         "problem": problem})
-
     for record in records:
-        qid = record["query_id"]
+        qid = record.query_id
         if qid not in train:
-            fail(record, None, "not a training query")
+            failures.append(Failure(Check.NOT_TRAINING_QUERY, qid, None, record.line))
         seen = set()
-        for neg in record["negatives"]:
-            did = neg["id"]
+        for neg in record.negatives:
+            did = neg.id
             total += 1
             if did not in dataset.corpus:
-                fail(record, did, "unknown document")
+                failures.append(Failure(Check.UNKNOWN_DOCUMENT, qid, did, record.line))
             elif did in relevant.get(qid, set()):
                 false_negatives += 1
-                fail(record, did, "annotated positive of this query")
+                failures.append(Failure(Check.ANNOTATED_POSITIVE, qid, did, record.line))
             elif did not in pool.documents:
-                fail(record, did, f"outside the mining pool ({pool.excluded[did]})")
+                failures.append(Failure(Check.OUTSIDE_POOL, qid, did, record.line, pool.excluded[did]))
             if did in seen:
-                fail(record, did, "repeated negative")
+                failures.append(Failure(Check.REPEATED, qid, did, record.line))
             seen.add(did)
-            lowest = record.get("lowest_positive_score")
-            if lowest is not None and neg.get("score") is not None and neg["score"] >= lowest:
-                suspicious.append({"query_id": qid, "doc_id": did, "rank": neg.get("rank"),
-                                   "score": neg["score"], "lowest_positive_score": lowest})
-        if count is not None and len(record["negatives"]) < count:
-            shortfall[qid] = count - len(record["negatives"])
-        per_query[qid] = [{k: neg.get(k) for k in ("id", "rank", "score")} for neg in record["negatives"]]
-    mined = {r["query_id"] for r in records}
-    return {
-        "passed": not failures,
-        "source": source,
-        "strategy": strategy,
-        "count": count,
-        "queries": len(records),
-        "negatives": total,
-        "failures": failures,
-        "checks": {
-            "all_negatives_in_pool": not any("outside the mining pool" in f["problem"] for f in failures),
-            "no_annotated_positive": false_negatives == 0,
-            "false_negative_fraction": false_negatives / total if total else 0.0,
-        },
-        "shortfall": {"queries": len(shortfall), "missing_negatives": sum(shortfall.values()),
-                      "by_query": shortfall},
-        "suspicious": {"count": len(suspicious), "negatives": suspicious,
-                       "rule": "negative score >= the query's lowest positive score (review by hand)"},
-        "queries_without_positive_score": sum(1 for r in records if r.get("lowest_positive_score") is None),
-        "train_queries_not_mined": sorted(set(train) - mined),
-        "pool": {"split_mode": pool.split_mode, "documents": len(pool.documents),
-                 "excluded": len(pool.excluded), "heldout_families": len(pool.heldout_families)},
-        "per_query": per_query,
-    }
+            lowest = record.lowest_positive_score
+            if lowest is not None and neg.score is not None and neg.score >= lowest:
+                suspicious.append({"query_id": qid, "doc_id": did, "rank": neg.rank,
+                                   "score": neg.score, "lowest_positive_score": lowest})
+        if count is not None and len(record.negatives) < count:
+            shortfall[qid] = count - len(record.negatives)
+        per_query[qid] = [neg.to_json() for neg in record.negatives]
+    return Audit(strategy, count, len(records), total, false_negatives, failures, shortfall, suspicious,
+                 sum(1 for r in records if r.lowest_positive_score is None),
+                 sorted(set(train) - {r.query_id for r in records}), pool, per_query)
 
 
 def mine_to_dir(run: Run, dataset: Dataset, params: MineParams, strategy: str, out_dir: str | Path,
-                run_path: str | None = None) -> dict:
+                run_path: str | None = None) -> Audit:
     """Mine, audit, and write ``out_dir`` only if the audit passes (else raise MiningAuditError)."""
     records = mine(run, dataset, params, strategy)
     audit = audit_negatives(records, dataset, params.count, strategy)
-    audit["source"] = run_path
-    audit["params"] = {"seed": params.seed, "source": params.source, "count": params.count,
-                       "range_min": params.range_min, "range_max": params.range_max, "margin": params.margin}
+    audit.run, audit.params = run_path, params
     if strategy == "hard":
-        audit["margin_dropped"] = margin_drops(run, dataset, params)
-    if not audit["passed"]:
+        audit.margin_dropped = margin_drops(run, dataset, params)
+    if not audit.passed:
         raise MiningAuditError(audit)
-    write_mined(out_dir, records, audit)
+    write_mined(out_dir, records, audit.to_json())
     return audit

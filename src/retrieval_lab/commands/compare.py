@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     ev = params.evaluate
     result = compare(args.reports_root, params.compare.pairs, params.compare.measure, ev.ci_level,
                      ev.permutations, ev.seed, args.runs)
-    write_json(args.output, result)
+    write_json(args.output, result.to_json())
     text = to_markdown(result)
     write_text(args.markdown, text)
     print(text, end="")

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     ev = params.evaluate
     result = compare_runs(qrels, base, head, args.measures, ev.ci_level, ev.permutations, ev.seed)
     if args.json:
-        print(json.dumps({"base": args.base, "head": args.head, **result}, indent=2))
+        print(json.dumps({"base": args.base, "head": args.head, **result.to_json()}, indent=2))
     else:
         print(runs_to_text(result, args.base, args.head), end="")
     return 0

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..core.params_cli import add_params_args, check_paths, params_of
+
+if TYPE_CHECKING:
+    from ..mining import Audit
 
 HELP = "mine training negatives from a run (hard | random) and audit them; or audit an existing file"
 
@@ -20,23 +24,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_params_args(parser)
 
 
-def _summary(audit: dict) -> str:
-    keys = ("passed", "strategy", "queries", "negatives", "checks")
-    out = {k: audit[k] for k in keys}
-    out["shortfall_queries"] = audit["shortfall"]["queries"]
-    out["suspicious"] = audit["suspicious"]["count"]
-    out["pool"] = audit["pool"]
-    if audit.get("margin_dropped", {}).get("margin") is not None:
-        out["margin_dropped"] = {k: audit["margin_dropped"][k] for k in ("margin", "dropped", "queries")}
+def _summary(audit: Audit) -> str:
+    full = audit.to_json()
+    out = {k: full[k] for k in ("passed", "strategy", "queries", "negatives", "checks")}
+    out["shortfall_queries"] = full["shortfall"]["queries"]
+    out["suspicious"] = full["suspicious"]["count"]
+    out["pool"] = full["pool"]
+    if audit.margin_dropped is not None and audit.margin_dropped["margin"] is not None:
+        out["margin_dropped"] = {k: audit.margin_dropped[k] for k in ("margin", "dropped", "queries")}
     return json.dumps(out)
 
 
-def _print_failures(audit: dict) -> None:
-    for f in audit["failures"][:20]:
-        where = f"line {f['line']}: " if f.get("line") else ""
-        print(f"  {where}query {f['query_id']!r} document {f['doc_id']!r}: {f['problem']}", file=sys.stderr)
-    if len(audit["failures"]) > 20:
-        print(f"  ... {len(audit['failures']) - 20} more", file=sys.stderr)
+def _print_failures(audit: Audit) -> None:
+    for f in audit.failures[:20]:
+        where = f"line {f.line}: " if f.line else ""
+        print(f"  {where}query {f.query_id!r} document {f.doc_id!r}: {f.problem}", file=sys.stderr)
+    if len(audit.failures) > 20:
+        print(f"  ... {len(audit.failures) - 20} more", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.audit:
         audit = audit_negatives(args.audit, dataset, params.count)
         print(_summary(audit))
-        if not audit["passed"]:
+        if not audit.passed:
             print(f"audit FAILED for {args.audit}:", file=sys.stderr)
             _print_failures(audit)
             return 1

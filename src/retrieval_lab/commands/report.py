@@ -17,6 +17,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head", default=None, help="git revision to report on (default: the workspace)")
     parser.add_argument("--output", default="reports/pr", help="folder for report.md and PNGs")
     parser.add_argument("--repo", default=".", help="repository root")
+    for flag, what, default in (("--reports-root", "<retriever>/per_query.json, diagnosis.json, recall_curve.csv",
+                                 "reports"), ("--metrics-root", "<retriever>.json", "metrics"),
+                                ("--dvclive-root", "<variant>/plots/metrics/train/loss.tsv", "dvclive")):
+        parser.add_argument(flag, metavar="DIR", help=f"folder inside --repo holding {what} (default: "
+                                                      f"{default}/<dataset>, as dvc.yaml)")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help=f"exit {REGRESSION} when a retriever's key measure has its whole interval below "
                              f"-tolerance; exit {CANNOT_JUDGE} when a retriever cannot be judged (its per-query "
@@ -30,11 +35,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..reporting import build_report
+    from ..reporting.gather import ReportPaths
 
     params = params_of(args)
     check_paths(args, {"--repo": args.repo}, into={"--output": args.output})
+    default = ReportPaths.defaults(params.dataset)
+    paths = ReportPaths(args.reports_root or default.reports, args.metrics_root or default.metrics,
+                        args.dvclive_root or default.dvclive)
     result = build_report(args.base, args.head, args.output, params, repo=args.repo,
-                          tolerance=args.tolerance)
+                          tolerance=args.tolerance, paths=paths)
     print(f"wrote {args.output}/report.md ({len(result['retrievers'])} retrievers changed, "
           f"{len(result['unchanged'])} unchanged, {len(result['plots'])} plots)")
     for r in result["regressions"]:

@@ -47,14 +47,14 @@ def build_examples(dataset: Dataset, records: list[dict], positives_per_query: i
     train = dataset.qrels.get("train", {})
     examples, offenders = [], []
     for record in records:
-        qid, line = record["query_id"], record.get("line")
+        qid, line = record.query_id, record.line
         if qid not in train:
             raise InputError(f"query {qid!r} is not a training query", source, line, "query_id")
         pos = tuple(sorted(positives(train[qid])))
-        if list(pos) != sorted(record["positives"]):
-            raise InputError(f"positives {sorted(record['positives'])} differ from qrels/train.tsv {list(pos)} "
+        if list(pos) != sorted(record.positives):
+            raise InputError(f"positives {sorted(record.positives)} differ from qrels/train.tsv {list(pos)} "
                              "(negatives mined from another dataset version?)", source, line, "positives")
-        negatives = tuple(neg["id"] for neg in record["negatives"])
+        negatives = tuple(neg.id for neg in record.negatives)
         for did in negatives:
             if did not in dataset.corpus:
                 raise InputError(f"unknown document {did!r}", source, line, "negatives")

@@ -14,7 +14,6 @@ import torch
 
 from ..core.atomic import atomic_path
 from ..core.errors import InputError
-from ..core.params import TrainVariant
 from .batching import examples_digest
 from .data import TrainingData
 from .spec import TrainSpec
@@ -35,35 +34,18 @@ def weights_digest(model: torch.nn.Module) -> str:
 
 
 def fingerprint(model_digest: str, spec: TrainSpec, data: TrainingData, world: int = 1) -> dict:
-    """What must match for a checkpoint to continue this run (validate_every does not change training)."""
+    """What must match for a checkpoint to continue this run: every training setting under its own name
+    (validate_every does not change training; the variants other than this one do not either)."""
     params = spec.train
-    train = {k: v for k, v in dataclasses.asdict(params).items()
-             if k not in ("variants", "validate_every", "positives_at_least", "loss")}
-    # The positives rule as one value, spelled as before it had two fields: checkpoints and
-    # training.json written then still match, and the default's bytes do not change.
-    if params.positives_at_least:
-        train["positives_per_query"] = f"at least {params.positives_per_query}"
-    if params.schedule == "linear":  # the only schedule before it was a parameter: absent means linear
-        del train["schedule"]
+    train = {k: v for k, v in dataclasses.asdict(params).items() if k not in ("variants", "validate_every", "loss")}
     return {
         "model": {"weights_sha256": model_digest},
         "data": {"examples_sha256": examples_digest(data.examples), "examples": len(data.examples)},
         "train": train,
-        "variant": {"name": spec.name, **_variant_fields(spec.variant)},
+        "variant": {"name": spec.name, **dataclasses.asdict(spec.variant)},
         "loss": params.loss,
         "world_size": world,
     }
-
-
-def _variant_fields(variant: TrainVariant) -> dict:
-    """The variant's fields, leaving out side and epochs at their defaults (fields added later: the
-    fingerprints written before them still match)."""
-    fields = dataclasses.asdict(variant)
-    if fields["side"] == "both":
-        del fields["side"]
-    if fields["epochs"] is None:
-        del fields["epochs"]
-    return fields
 
 
 def _flatten(obj, prefix: str = "") -> dict:
@@ -125,8 +107,7 @@ def _read(path: Path) -> dict:
         found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
         if found:  # outside the allow-list: what a plain pickle load would have called
             raise InputError(f"refused: not only tensors and plain data (it names {found[1]}); loading it could "
-                             f"run code (checkpoints before format {FORMAT} held such objects: train again)",
-                             str(path)) from None
+                             "run code", str(path)) from None
         detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(exc))
         raise InputError(f"unreadable checkpoint, corrupt or truncated ({detail[1] if detail else 'unpickling error'})",
                          str(path)) from None

@@ -9,7 +9,8 @@ import torch
 
 from ..core.data import Dataset
 from ..core.errors import InputError
-from ..mining import annotated_positives, read_negatives, read_strategy
+from ..mining import annotated_positives
+from ..negatives import MinedQuery, read_negatives, read_strategy
 from .batching import Example, build_examples
 from .spec import TrainSpec
 
@@ -49,10 +50,10 @@ def with_frozen_documents(data: TrainingData, embeddings) -> TrainingData:
                         torch.from_numpy(embeddings.doc_embeddings).float(), {d: j for j, d in enumerate(doc_ids)})
 
 
-def training_data(dataset: Dataset, negatives: str | Path | list[dict], positives_per_query: int,
+def training_data(dataset: Dataset, negatives: str | Path | list[MinedQuery], positives_per_query: int,
                   fields: list[str], at_least: bool = False) -> TrainingData:
     """Examples joined with the dataset (checked by :func:`~retrieval_lab.training.batching.build_examples`) and
-    the texts they use; ``negatives`` is a negatives.jsonl path or records shaped as ``mine`` writes them."""
+    the texts they use; ``negatives`` is a negatives.jsonl path or ``mine``'s records."""
     records = negatives if isinstance(negatives, list) else read_negatives(negatives)
     source = "<records>" if isinstance(negatives, list) else str(negatives)
     examples = build_examples(dataset, records, positives_per_query, at_least, source)

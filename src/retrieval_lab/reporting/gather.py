@@ -1,0 +1,212 @@
+"""Gather: everything the report reads at the two revisions (git, the DVC cache, ``dvc metrics diff``).
+
+Nothing here judges or formats; paths come from :class:`ReportPaths` (the command line).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..comparison import ComparisonRow, per_query_measures, values_of
+from ..core.errors import InputError
+from ..metrics import parse_measure
+from ..report_files import COMPARE, DIAGNOSIS, PER_QUERY, RECALL_CURVE
+
+WORKSPACE = None  # head = the working tree
+LOSS_TSV = "plots/metrics/train/loss.tsv"  # inside a variant's dvclive folder (training/stage.py writes it)
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """Where the pipeline keeps what the report reads, relative to the repository (dvc.yaml's paths)."""
+
+    reports: str  # <reports>/<retriever>/per_query.json, diagnosis.json, recall_curve.csv
+    metrics: str  # <metrics>/<retriever>.json and compare.json
+    dvclive: str  # <dvclive>/<variant>/plots/metrics/train/loss.tsv
+
+    @classmethod
+    def defaults(cls, dataset: str) -> ReportPaths:
+        """dvc.yaml's folders for ``dataset``."""
+        return cls(f"reports/{dataset}", f"metrics/{dataset}", f"dvclive/{dataset}")
+
+    def report_file(self, retriever: str, name: str) -> str:
+        return f"{self.reports}/{retriever}/{name}"
+
+    def metrics_file(self, retriever: str) -> str:
+        return f"{self.metrics}/{retriever}.json"
+
+
+def read_at(path: str, rev: str | None, repo: str = ".") -> str | None:
+    """Text of ``path`` at git revision ``rev`` (DVC outputs come from the cache/remote); None if absent."""
+    if rev is WORKSPACE:
+        p = Path(repo) / path
+        return p.read_text(encoding="utf-8") if p.exists() else None
+    import dvc.api
+
+    try:
+        return dvc.api.read(path, repo=repo, rev=rev, mode="r", encoding="utf-8")
+    except Exception:  # noqa: BLE001  absent at that revision, or not pushed: the report says "missing"
+        return None
+
+
+def check_revision(rev: str, repo: str, option: str) -> None:
+    """Refuse a revision git does not know, before anything is read at it."""
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+                          cwd=repo, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise InputError(f"no such git revision {rev!r} in {repo}", field=option)
+
+
+def metrics_diff(base: str, head: str | None, repo: str = ".") -> dict:
+    """``dvc metrics diff --json`` between the two revisions (head None: the workspace)."""
+    cmd = [sys.executable, "-m", "dvc", "metrics", "diff", "--json", "--all", base] + ([head] if head else [])
+    done = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        first = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise InputError(f"dvc metrics diff {base} {head or 'workspace'} failed: {first}")
+    return json.loads(done.stdout) if done.stdout.strip() else {}
+
+
+def is_measure_field(name: str) -> bool:
+    """A metrics field that is a measure (``nDCG@10``, ``val.R@100``) or a loss; the rest is bookkeeping."""
+    leaf = name.rsplit(".", 1)[-1]
+    if leaf == "loss" or leaf.endswith("_loss"):
+        return True
+    try:
+        parse_measure(leaf)
+    except InputError:
+        return False
+    return True
+
+
+def changed_fields(diff: dict) -> tuple[list[tuple], list[tuple]]:
+    """(measures, bookkeeping): (file, field, old, new, change) for every value that differs.
+
+    ``compare.json`` files are left out: their statistics are the compare stage's own report.
+    """
+    measures, bookkeeping = [], []
+    for path in sorted(diff):
+        if Path(path).name == COMPARE:
+            continue
+        for name, v in sorted(diff[path].items()):
+            old, new = v.get("old"), v.get("new")
+            if old == new:
+                continue
+            (measures if is_measure_field(name) else bookkeeping).append((path, name, old, new, v.get("diff")))
+    return measures, bookkeeping
+
+
+@dataclass
+class Retriever:
+    name: str
+    sources: tuple[str, str]  # where base and head came from, for error messages
+    base: dict | None  # per_query.json "queries" at each revision; None when absent
+    head: dict | None
+    stats: dict[str, ComparisonRow] = field(default_factory=dict)  # measure -> comparison (judge fills it)
+
+    @property
+    def status(self) -> str:
+        if self.base is None or self.head is None:
+            return "missing at base" if self.base is None else "missing at head"
+        return "unchanged" if self.base == self.head else "changed"
+
+    def values(self, measure: str, which: str) -> dict[str, float]:
+        entries, source = (self.base, self.sources[0]) if which == "base" else (self.head, self.sources[1])
+        return values_of(entries, measure, source)
+
+
+Series = tuple[list[int], list[float]]
+
+
+@dataclass
+class Gathered:
+    """What the two revisions hold, read once."""
+
+    base: str
+    head: str | None
+    paths: ReportPaths
+    diff: dict  # dvc metrics diff
+    measures_changed: list[tuple]
+    bookkeeping: list[tuple]
+    retrievers: list[Retriever]
+    diagnoses: dict[str, dict | None] = field(default_factory=dict)  # changed retriever -> head's diagnosis
+    recall: dict[str, tuple[Series | None, Series | None]] = field(default_factory=dict)  # (base, head)
+    losses: dict[str, tuple[Series | None, Series | None]] = field(default_factory=dict)  # variant -> (base, head)
+
+    @property
+    def head_name(self) -> str:
+        return self.head or "workspace"
+
+    @property
+    def changed(self) -> list[Retriever]:
+        return [r for r in self.retrievers if r.status == "changed"]
+
+
+def _tracked(paths: ReportPaths, rev: str | None, repo: str) -> set[str]:
+    """Retrievers whose per_query.json the revision's dvc.lock tracks (and, in the workspace, those present)."""
+    import yaml
+
+    found = set()
+    if rev is WORKSPACE:
+        found = {p.parent.name for p in (Path(repo) / paths.reports).glob(f"*/{PER_QUERY}")}
+    lock = yaml.safe_load(read_at("dvc.lock", rev, repo) or "{}") or {}
+    return found | {Path(o["path"]).parent.name for s in lock.get("stages", {}).values()
+                    for o in s.get("outs", []) if o["path"].startswith(f"{paths.reports}/")
+                    and o["path"].endswith(PER_QUERY)}
+
+
+def _discover(paths: ReportPaths, base: str, head: str | None, repo: str, measures_changed: list[tuple]) -> list[str]:
+    """Every retriever either revision has: a retriever on one side only must be seen (and not judged)."""
+    in_metrics = {Path(path).stem for path, *_ in measures_changed
+                  if Path(path).parent.as_posix() == paths.metrics and Path(path).name != COMPARE}
+    return sorted(_tracked(paths, base, repo) | _tracked(paths, head, repo) | in_metrics)
+
+
+def _curve(text: str | None) -> Series | None:
+    if not text:
+        return None
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return [int(r["k"]) for r in rows], [float(r["recall"]) for r in rows]
+
+
+def _loss(text: str | None) -> Series | None:
+    if not text:
+        return None
+    rows = list(csv.DictReader(io.StringIO(text), delimiter="\t"))
+    key = next((k for k in rows[0] if k.endswith("loss")), None) if rows else None
+    return ([int(r["step"]) for r in rows], [float(r[key]) for r in rows]) if key else None
+
+
+def gather(base: str, head: str | None, paths: ReportPaths, variants: list[str], repo: str = ".",
+           retrievers: list[str] | None = None) -> Gathered:
+    """Read both revisions: the metrics diff, every retriever's per-query results, and for the changed
+    ones the head's diagnosis and both recall curves; each training variant's loss curve."""
+    check_revision(base, repo, "--base")
+    if head is not WORKSPACE:
+        check_revision(head, repo, "--head")
+    diff = metrics_diff(base, head, repo)
+    measures_changed, bookkeeping = changed_fields(diff)
+    names = retrievers if retrievers is not None else _discover(paths, base, head, repo, measures_changed)
+    found = []
+    for name in names:
+        path = paths.report_file(name, PER_QUERY)
+        old, new = read_at(path, base, repo), read_at(path, head, repo)
+        sources = (f"{base}:{path}", f"{head or 'workspace'}:{path}")
+        found.append(Retriever(name, sources, None if old is None else per_query_measures(old, sources[0]),
+                               None if new is None else per_query_measures(new, sources[1])))
+    g = Gathered(base, head, paths, diff, measures_changed, bookkeeping, found)
+    for r in g.changed:
+        text = read_at(paths.report_file(r.name, DIAGNOSIS), head, repo)
+        g.diagnoses[r.name] = json.loads(text) if text else None
+        curve = paths.report_file(r.name, RECALL_CURVE)
+        g.recall[r.name] = (_curve(read_at(curve, base, repo)), _curve(read_at(curve, head, repo)))
+    for variant in variants:
+        path = f"{paths.dvclive}/{variant}/{LOSS_TSV}"
+        g.losses[variant] = (_loss(read_at(path, base, repo)), _loss(read_at(path, head, repo)))
+    return g

@@ -1,0 +1,160 @@
+"""Judge: the statistics of a report and the gate's decision, from what :mod:`.gather` read.
+
+Every changed retriever's key measures are one family of comparisons (``stats.paired_comparison``'s
+rule); a regression is a difference whose whole interval lies below -tolerance; a retriever the
+gate cannot see (``unjudged``) makes it fail closed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..comparison import ComparisonRow, Family, compare_family, family_of, strata_flags, strata_groups
+from ..core.params import Params
+from ..core.errors import InputError
+from ..diagnosis import CLASSES
+from ..metrics import parse_measure
+from .gather import Gathered, ReportPaths, Retriever
+
+STILL_IN_TOP = "in_top_k"  # a loser the head run still ranks a positive for within diagnose k
+NO_DIAGNOSIS = "no_diagnosis"
+LOSS_CLASSES = {**CLASSES, STILL_IN_TOP: "a positive is still in the top k, lower than before",
+                NO_DIAGNOSIS: "the head revision has no diagnosis.json for this retriever"}
+
+Judged = tuple[str, str, ComparisonRow]  # (retriever, measure or stratum, row)
+
+
+def key_measures(params: Params) -> list[str]:
+    """``compare.measure`` then ``compare.key_measures``, each checked, without repeats."""
+    names = list(dict.fromkeys([params.compare.measure] + params.compare.key_measures))
+    for name in names:
+        parse_measure(name)
+    return names
+
+
+def check_tolerance(tolerance: float) -> None:
+    if not (math.isfinite(tolerance) and tolerance >= 0):  # nan or inf would switch the gate off
+        raise InputError(f"tolerance must be a finite number >= 0, got {tolerance}", field="--tolerance")
+
+
+def number_text(x) -> str:
+    if not isinstance(x, float):
+        return str(x)  # counts stay counts
+    return f"{x:.4f}"
+
+
+def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: list[tuple],
+             dataset: str, paths: ReportPaths | None = None) -> list[tuple[str, str]]:
+    """(retriever, why) for every retriever the gate cannot judge: it must fail closed on them.
+
+    Per-query results missing at either revision; identical per-query results while the
+    retriever's metrics file changed (stale or unpulled per-query files); a key measure
+    with no query in common. No retriever at all is also a blind gate. ``paths``: where the
+    files are (default: dvc.yaml's folders for ``dataset``).
+    """
+    paths = paths or ReportPaths.defaults(dataset)
+    if not found:
+        return [("(all)", f"no per-query results found under {paths.reports}/ at either revision")]
+    out = []
+    for r in found:
+        if r.base is None and r.head is None:
+            out.append((r.name, "per-query results missing at both revisions"))
+        elif r.base is None or r.head is None:
+            out.append((r.name, f"per-query results {r.status}"))
+        elif r.status == "unchanged":
+            moved = [f"{name} {number_text(old)} → {number_text(new)}" for path, name, old, new, _ in measures_changed
+                     if path == paths.metrics_file(r.name)]
+            if moved:
+                why = f"per-query results identical but {paths.metrics_file(r.name)} changed ({', '.join(moved)})"
+                out.append((r.name, why))
+        elif r.status == "changed":
+            lacking = [m for m in key_measures if m not in r.stats]
+            if lacking:
+                out.append((r.name, f"no query in common for {', '.join(lacking)}"))
+    return out
+
+
+def _first_rank(entries: dict, qid: str) -> str:
+    rank = entries.get(qid, {}).get("first_positive_rank")
+    return "not found" if rank is None else str(rank)
+
+
+def losses_by_class(retriever: Retriever, measure: str, diagnosis: dict | None) -> dict[str, list[dict]]:
+    """Queries whose ``measure`` fell, most first, grouped by the head run's diagnosis class."""
+    base, head = retriever.values(measure, "base"), retriever.values(measure, "head")
+    diagnosed = {q["query"]: q for q in (diagnosis or {}).get("queries", [])}
+    groups: dict[str, list[dict]] = {}
+    losers = sorted((head[q] - base[q], q) for q in set(base) & set(head) if head[q] - base[q] < -1e-12)
+    for change, qid in losers:
+        entry = diagnosed.get(qid)
+        cls = NO_DIAGNOSIS if diagnosis is None else (entry["class"] if entry else STILL_IN_TOP)
+        groups.setdefault(cls, []).append({
+            "query": qid, "base": base[qid], "head": head[qid], "change": change,
+            "rank_base": _first_rank(retriever.base, qid), "rank_head": _first_rank(retriever.head, qid),
+            "near_duplicates": bool(entry and entry.get("near_duplicates"))})
+    return {cls: groups[cls] for cls in LOSS_CLASSES if cls in groups}
+
+
+def strata_comparisons(changed: list[Retriever], measure: str, level: float, permutations: int,
+                       seed: int) -> tuple[list[Judged], Family | None]:
+    """(retriever, stratum, row) for each changed retriever whose head per-query results carry both
+    strata (seen: a relevant document is a training positive; unseen: none is), one family of its
+    own, and its header (None when no retriever has both strata). Shown, not gated: the gate's
+    family stays the one of the overall differences."""
+    items, labels = [], []
+    for r in changed:
+        flags = strata_flags(r.head)
+        if flags is None:
+            continue
+        base, head = r.values(measure, "base"), r.values(measure, "head")
+        groups = strata_groups(set(base) & set(head), flags)
+        if groups is None:
+            continue
+        for name, ids in groups.items():
+            items.append(({q: base[q] for q in ids}, {q: head[q] for q in ids}))
+            labels.append((r.name, name))
+    if not items:
+        return [], None
+    rows = compare_family(items, level, permutations, seed)
+    return [(n, s, row) for (n, s), row in zip(labels, rows)], family_of(rows, level, permutations, seed)
+
+
+@dataclass
+class Judgement:
+    """The report's statistics and the gate's decision."""
+
+    measure: str  # the measure losses and strata are shown on
+    key_measures: list[str]
+    tolerance: float
+    family: Family  # every (changed retriever, key measure) comparison
+    judged: list[Judged]  # (retriever, measure, row) in table order
+    regressions: list[Judged]
+    worse: list[Judged]  # below 0 but within the tolerance
+    better: list[Judged]
+    blind: list[tuple[str, str]]  # (retriever, why) the gate cannot judge
+    strata: list[Judged]
+    strata_family: Family | None
+    losses: dict[str, dict[str, list[dict]]]  # retriever -> class -> queries that lost
+
+
+def judge(g: Gathered, params: Params, tolerance: float) -> Judgement:
+    """Compare every changed retriever's key measures as one family and decide the gate."""
+    ev, measure, measures = params.evaluate, params.compare.measure, key_measures(params)
+    changed = g.changed
+    items = [(r, m) for r in changed for m in measures]
+    rows = compare_family([(r.values(m, "base"), r.values(m, "head")) for r, m in items],
+                          ev.ci_level, ev.permutations, ev.seed)
+    for (r, m), row in zip(items, rows):
+        if row is not None:
+            r.stats[m] = row
+    judged = [(r.name, m, row) for r in changed for m, row in r.stats.items()]
+    regressions = [x for x in judged if x[2].test.high < -tolerance]
+    strata, strata_family = strata_comparisons(changed, measure, ev.ci_level, ev.permutations, ev.seed)
+    return Judgement(
+        measure, measures, tolerance, family_of(rows, ev.ci_level, ev.permutations, ev.seed), judged, regressions,
+        worse=[x for x in judged if x[2].test.high < 0 and x not in regressions],
+        better=[x for x in judged if x[2].test.low > 0],
+        blind=unjudged(g.retrievers, measures, g.measures_changed, params.dataset, g.paths),
+        strata=strata, strata_family=strata_family,
+        losses={r.name: losses_by_class(r, measure, g.diagnoses.get(r.name)) for r in changed})
