@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 
 from ..comparison import ComparisonRow, Family, compare_family, family_of, strata_flags, strata_groups
-from ..core.params import Params
 from ..core.errors import InputError
+from ..core.params import Params
 from ..diagnosis import CLASSES
 from ..metrics import parse_measure
 from .gather import Gathered, ReportPaths, Retriever
