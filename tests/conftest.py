@@ -40,8 +40,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _pipeline_runs(request, tmp_path_factory) -> dict[str, Background]:
     """Start the pipeline runs the selected tests need, each in a thread, before the first test runs.
 
-    Side by side, each run fills the core the other leaves idle (DVC, imports and the lexical stages
-    run on one core), and the fast tests run meanwhile.
+    The runs and the other tests then share the cores: what one leaves idle (DVC, imports, the
+    one-core lexical stages and tests) another uses. A failed run fails the tests that wait for it.
     """
     wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())
               if name in PIPELINE_RUNS}
