@@ -6,10 +6,70 @@ from pathlib import Path
 
 import pytest
 from beir_fixtures import REPO, SCIFACT
+from pipeline_fixtures import (
+    Background,
+    build_pipeline,
+    clone_working_tree,
+    second_run_killed_and_recovered,
+    stage_graph,
+    stop_all,
+)
 
 # DVC writes a site cache under the user's home unless told otherwise; keep it in the test tree.
 os.environ.setdefault("DVC_SITE_CACHE_DIR", str(REPO / ".dvc-site-cache"))
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+
+
+# Fixtures that are whole pipeline runs, started in the background before the first test (see below).
+PIPELINE_RUNS = ("built_pipeline", "second_pipeline_run")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that wait for a pipeline run go last (in their order), so every other test overlaps the runs.
+
+    Those waiting for the second run go after those needing only the first, which is ready sooner.
+    """
+    def rank(item: pytest.Item) -> int:
+        names = set(getattr(item, "fixturenames", ()))
+        return 2 if "second_pipeline_run" in names else 1 if "built_pipeline" in names else 0
+
+    items.sort(key=rank)  # stable: the order within each group is kept
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pipeline_runs(request, tmp_path_factory) -> dict[str, Background]:
+    """Start the pipeline runs the selected tests need, each in a thread, before the first test runs.
+
+    The runs and the other tests then share the cores: what one leaves idle (DVC, imports, the
+    one-core lexical stages and tests) another uses. A failed run fails the tests that wait for it.
+    """
+    wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())
+              if name in PIPELINE_RUNS}
+    runs = {}
+    if wanted:
+        runs["built_pipeline"] = Background(build_pipeline, tmp_path_factory.mktemp("pipeline") / "repo")
+    if "second_pipeline_run" in wanted:
+        second = clone_working_tree(tmp_path_factory.mktemp("second") / "repo")
+        runs["second_pipeline_run"] = Background(second_run_killed_and_recovered, second, stage_graph(second))
+    yield runs
+    stop_all()
+
+
+@pytest.fixture(scope="session")
+def built_pipeline(_pipeline_runs):
+    """The working tree's pipeline after one clean ``dvc repro`` (a ``pipeline_fixtures.Build``), shared.
+
+    A test that changes the copy puts it back as it found it.
+    """
+    build = _pipeline_runs["built_pipeline"].result()
+    print(f"full dvc repro of the embedded pipeline: {build.seconds:.0f} s")
+    return build
+
+
+@pytest.fixture(scope="session")
+def second_pipeline_run(_pipeline_runs):
+    """A second clean run, SIGKILLed in one stage and recovered (a ``pipeline_fixtures.KilledRun``)."""
+    return _pipeline_runs["second_pipeline_run"].result()
 
 
 @pytest.fixture

@@ -1,4 +1,11 @@
-"""Run the real DVC pipeline in throw-away copies of the repository."""
+"""Run the real DVC pipeline in throw-away copies of the repository.
+
+The suite needs two clean runs of the whole pipeline (the same-machine reproducibility
+contract compares their bytes): one shared by every test that reads a built pipeline, and a
+second one that is SIGKILLed in a stage and recovered. Both start in background threads
+before the first test (``conftest.py``), so they overlap each other and the rest of the suite;
+a test that needs one waits for it.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,33 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from beir_fixtures import REPO
 
 VENV_BIN = str(Path(sys.executable).parent)
+
+# The names of dvc.yaml's stages and outputs the pipeline tests use, in one place: adapt them here
+# when dvc.yaml's structure changes.
+DATASET = "support"
+RETRIEVERS = ["bm25", "lsa", "dense", "dense-ft-hard", "dense-ft-random", "dense-ft-temperature",
+              "dense-ft-query", "fused-rrf", "fused-weighted"]  # metrics/<DATASET>/<name>.json
+TRAIN_STAGES = {"train@hard", "train@random", "train@temperature", "train@query"}
+RRF_STAGES = {"fuse@rrf", "evaluate@fused-rrf", "compare"}  # what a change of fusion.rrf_k_grid reruns
+# stages that run runs.py (some of them), and stages that do not
+RUNS_READERS = {"retrieve@bm25", "retrieve@dense", "mine@hard", "fuse@rrf", "evaluate@bm25", "train@hard", "compare"}
+RUNS_NON_READERS = {"generate", "prepare", "encode"}
+COMPARED_PAIR = "dense vs dense-ft-hard"  # a pair of metrics/<DATASET>/compare.json
+MINED_HARD = f"data/mined/{DATASET}/hard"
+# The crash test kills this stage while its finished output waits to be renamed into place: a cheap
+# stage with a folder output (mining-audit.json is written inside it, so the kill lands mid-folder).
+KILLED_STAGE, KILLED_OUTPUT, KILLED_FILE = "mine@hard", MINED_HARD, "negatives.jsonl"
+
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
 
 
 def env() -> dict:
@@ -24,11 +53,81 @@ def env() -> dict:
     return e
 
 
-def sh(cmd: list[str], cwd: Path, check: bool = True, timeout: int = 1800) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` and every process under it (a ``dvc repro``'s stage, a shell's command)."""
+    import psutil
+
+    try:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        tree = []
+    proc.kill()
+    for child in tree:
+        try:
+            child.kill()
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait()
+
+
+def start(cmd: list[str] | str, cwd: Path, extra_env: dict | None = None, **kwargs) -> subprocess.Popen:
+    """A process :func:`stop_all` kills, with what it started, if it still runs when the session ends.
+
+    It stays in pytest's process group: interrupting pytest from the terminal interrupts it too.
+    """
+    proc = subprocess.Popen(cmd, cwd=cwd, env={**env(), **(extra_env or {})}, **kwargs)
+    with _running_lock:
+        _running.add(proc)
     return proc
+
+
+def finish(proc: subprocess.Popen, timeout: float | None = None) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise
+    finally:
+        with _running_lock:
+            _running.discard(proc)
+    return out or "", err or ""
+
+
+def stop_all() -> None:
+    """Kill every process :func:`start` started that is still running (the session ends)."""
+    with _running_lock:
+        procs = list(_running)
+    for proc in procs:
+        _kill(proc)
+
+
+def sh(cmd: list[str], cwd: Path, check: bool = True, timeout: int = 1800) -> subprocess.CompletedProcess:
+    proc = start(cmd, cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = finish(proc, timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{out[-4000:]}\n{err[-4000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+class Background:
+    """``fn(*args)`` in a daemon thread; :meth:`result` waits, then returns its value or raises its error."""
+
+    def __init__(self, fn, *args):
+        self._value, self._error = None, None
+        self._thread = threading.Thread(target=self._run, args=(fn, *args), daemon=True)
+        self._thread.start()
+
+    def _run(self, fn, *args) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test that waits for it
+            self._error = exc
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def clone_working_tree(dest: Path) -> Path:
@@ -62,3 +161,100 @@ def lock_hashes(repo: Path) -> dict[str, str]:
 
     lock = yaml.safe_load((repo / "dvc.lock").read_text())
     return {out["path"]: out["md5"] for stage in lock["stages"].values() for out in stage.get("outs", [])}
+
+
+def uncached_files(repo: Path) -> dict[str, bytes]:
+    """Repository-relative path -> bytes of the dvclive files (outputs DVC does not cache)."""
+    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted((repo / "dvclive").rglob("*.*"))}
+
+
+@dataclass
+class Build:
+    """A clean ``dvc repro`` of the whole pipeline, with what it produced recorded when it ended."""
+
+    repo: Path
+    seconds: float
+    log: str
+    hashes: dict[str, str] = field(default_factory=dict)
+    uncached: dict[str, bytes] = field(default_factory=dict)
+
+
+def build_pipeline(dest: Path) -> Build:
+    """Clone the working tree to ``dest`` and run ``dvc repro`` there."""
+    repo = clone_working_tree(dest)
+    started = time.perf_counter()
+    proc = sh(["dvc", "repro"], repo)
+    (repo / "repro.log").write_text(proc.stdout)
+    return Build(repo, time.perf_counter() - started, proc.stdout, lock_hashes(repo), uncached_files(repo))
+
+
+@dataclass
+class KilledStage:
+    """What was on disk right after :data:`KILLED_STAGE` was SIGKILLed before renaming its output."""
+
+    temporaries_at_kill: list[str]
+    output_existed_at_kill: bool
+
+
+def stage_graph(repo: Path) -> dict[str, tuple[str, list[str], list[str]]]:
+    """stage name -> (cmd, dependency paths, output paths), with vars and foreach resolved by DVC itself."""
+    from dvc.repo import Repo
+
+    with Repo(str(repo)) as dvc_repo:
+        return {s.name: (s.cmd, [str(d.def_path) for d in s.deps], [str(o.def_path) for o in s.outs])
+                for s in dvc_repo.index.stages}
+
+
+def upstream_of(graph: dict[str, tuple[str, list[str], list[str]]], stage: str) -> list[str]:
+    """The stages producing the outputs ``stage`` reads (``dvc repro`` of them makes the rest)."""
+    producer = {out: name for name, (_, _, outs) in graph.items() for out in outs}
+    return sorted({producer[o] for dep in graph[stage][1] for o in producer
+                   if dep == o or dep.startswith(o.rstrip("/") + "/")})
+
+
+def kill_stage_before_rename(repo: Path, cmd: str, output: str, written: str) -> KilledStage:
+    """Run ``cmd`` with every write held before its rename (``HOLD_ENV``), SIGKILL it there, report what is left.
+
+    ``written`` is a file inside the temporary of the folder ``output``: once it exists the stage
+    goes on to its first hold within two seconds and sleeps there.
+    """
+    from retrieval_lab.core.atomic import HOLD_ENV
+
+    target = repo / output
+    pattern = f".{target.name}.tmp-*"
+    proc = start(cmd, repo, {HOLD_ENV: "600"}, shell=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 600
+        while time.time() < deadline and not list(target.parent.glob(f"{pattern}/{written}")):
+            assert proc.poll() is None, f"{cmd} ended before writing its output"
+            time.sleep(0.2)
+        time.sleep(2.0)  # the writer is now asleep before the rename
+    finally:
+        _kill(proc)
+        finish(proc)
+    return KilledStage(sorted(p.name for p in target.parent.glob(pattern)), target.exists())
+
+
+@dataclass
+class KilledRun:
+    """A second clean run of the pipeline, killed inside :data:`KILLED_STAGE` and recovered by ``dvc repro``."""
+
+    build: Build
+    killed: KilledStage
+    recovery_log: str
+    temporaries_after: list[str]
+
+
+def second_run_killed_and_recovered(repo: Path, graph: dict) -> KilledRun:
+    """In a fresh clone ``repo``: build what :data:`KILLED_STAGE` reads, kill it before its rename, ``dvc repro``.
+
+    ``graph`` is :func:`stage_graph` of the clone, read by the calling thread (DVC's Python API is
+    kept out of the background threads).
+    """
+    started = time.perf_counter()
+    sh(["dvc", "repro", *upstream_of(graph, KILLED_STAGE)], repo)
+    killed = kill_stage_before_rename(repo, graph[KILLED_STAGE][0], KILLED_OUTPUT, KILLED_FILE)
+    recovery = sh(["dvc", "repro"], repo).stdout
+    target = repo / KILLED_OUTPUT
+    build = Build(repo, time.perf_counter() - started, recovery, lock_hashes(repo), uncached_files(repo))
+    return KilledRun(build, killed, recovery, sorted(p.name for p in target.parent.glob(f".{target.name}.tmp-*")))

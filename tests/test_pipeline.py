@@ -11,31 +11,39 @@
 
 Also: a param change reruns only what depends on it, and an edit to a module is seen by
 exactly the stages that run it.
+
+The two runs are made once per session, side by side in the background (``conftest.py``,
+``pipeline_fixtures.py``); every test here shares the first and leaves it as it found it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 from beir_fixtures import REPO
-from pipeline_fixtures import clone_working_tree, env, lock_hashes, sh
+from pipeline_fixtures import (
+    COMPARED_PAIR,
+    DATASET,
+    KILLED_OUTPUT,
+    KILLED_STAGE,
+    MINED_HARD,
+    RETRIEVERS,
+    RRF_STAGES,
+    RUNS_NON_READERS,
+    RUNS_READERS,
+    TRAIN_STAGES,
+    lock_hashes,
+    sh,
+)
 
-from retrieval_lab.core.atomic import HOLD_ENV
 from retrieval_lab.reproducibility import EXACT_STAGES, drift
 
 pytestmark = pytest.mark.slow
-
-RETRIEVERS = ["bm25", "lsa", "dense", "dense-ft-hard", "dense-ft-random", "dense-ft-temperature",
-              "dense-ft-query", "fused-rrf", "fused-weighted"]
 
 
 def ran_stages(output: str) -> set[str]:
@@ -48,32 +56,27 @@ def committed_lock() -> dict:
     return yaml.safe_load((REPO / "dvc.lock").read_text(encoding="utf-8"))
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    repo = clone_working_tree(tmp_path_factory.mktemp("pipeline") / "repo")
-    started = time.perf_counter()
-    proc = sh(["dvc", "repro"], repo)
-    print(f"full dvc repro of the embedded pipeline: {time.perf_counter() - started:.0f} s")
-    (repo / "repro.log").write_text(proc.stdout)
-    return repo
+@pytest.fixture
+def built(built_pipeline) -> Path:
+    return built_pipeline.repo
 
 
 def test_repro_builds_every_stage_and_metric(built):
     status = sh(["dvc", "status"], built).stdout
     assert "up to date" in status, status
     for name in RETRIEVERS:
-        metrics = json.loads((built / "metrics" / "support" / f"{name}.json").read_text())
+        metrics = json.loads((built / "metrics" / DATASET / f"{name}.json").read_text())
         assert 0.0 < metrics["nDCG@10"] <= 1.0 and metrics["queries_evaluated"] == 70, (name, metrics)
-    compare = json.loads((built / "metrics" / "support" / "compare.json").read_text())
-    assert "dense vs dense-ft-hard" in compare["pairs"]
-    audit = json.loads((built / "data" / "mined" / "support" / "hard" / "mining-audit.json").read_text())
+    compare = json.loads((built / "metrics" / DATASET / "compare.json").read_text())
+    assert COMPARED_PAIR in compare["pairs"]
+    audit = json.loads((built / MINED_HARD / "mining-audit.json").read_text())
     assert audit["passed"] and audit["checks"]["no_annotated_positive"]
     assert audit["checks"]["false_negative_fraction"] == 0.0
     shown = sh(["dvc", "metrics", "show", "--json"], built).stdout
-    assert all(f"metrics/support/{name}.json" in shown for name in RETRIEVERS)
+    assert all(f"metrics/{DATASET}/{name}.json" in shown for name in RETRIEVERS)
     plots = json.loads(sh(["dvc", "plots", "show", "--json"], built).stdout)
     assert not plots.get("errors"), plots.get("errors")
-    assert {"recall_at_k", "training_loss", "reports/support/dense/first_positive_hist.csv"} <= set(plots["data"])
+    assert {"recall_at_k", "training_loss", f"reports/{DATASET}/dense/first_positive_hist.csv"} <= set(plots["data"])
 
 
 def test_text_and_integer_outputs_equal_the_committed_lock(built):
@@ -86,49 +89,39 @@ def test_text_and_integer_outputs_equal_the_committed_lock(built):
             assert want["path"] == got["path"]
             assert got["md5"] == want["md5"], f"{stage}: {want['path']} differs from the committed dvc.lock"
             checked.append(want["path"])
-    assert "runs/support/bm25.trec" in checked and "data/prepared/support" in checked
+    assert f"runs/{DATASET}/bm25.trec" in checked and f"data/prepared/{DATASET}" in checked
 
 
 def test_every_measure_is_within_tolerance_of_the_committed_metrics(built):
     """Level 2: neural results drift in their last bits between CPUs; their measures barely move."""
-    problems, largest = drift(REPO / "metrics" / "support", built / "metrics" / "support")
+    problems, largest = drift(REPO / "metrics" / DATASET, built / "metrics" / DATASET)
     print(f"largest drift of a measure from the committed metrics: {largest:.2e}")
     assert problems == [], "\n".join(problems)
 
 
-def test_a_second_clean_run_killed_midway_gives_identical_bytes(built, tmp_path):
-    """Level 1: a second clean run on this machine, SIGKILLed inside train@hard, then recovered.
+def test_a_second_clean_run_killed_midway_gives_identical_bytes(built_pipeline, second_pipeline_run):
+    """Level 1: a second clean run on this machine, SIGKILLed inside a stage, then recovered.
 
-    The kill lands while the finished model folder waits to be renamed into place (the worst
-    moment for a crash): nothing partial may be left where DVC would cache it, and the
-    recovering ``dvc repro`` must give the first run's bytes for every output.
+    The kill lands while the stage's output folder is written but not yet renamed into place (the
+    worst moment for a crash): nothing partial may be left where DVC would cache it, and the
+    recovering ``dvc repro`` must give the first run's bytes for every output. The killed stage
+    (``pipeline_fixtures.KILLED_STAGE``) is a cheap one: what is under test is the crash, not the
+    stage.
     """
-    second = clone_working_tree(tmp_path / "second")
-    sh(["dvc", "repro", "mine@hard"], second)  # everything train@hard reads
-    target = second / "models" / "finetuned" / "support" / "hard"
-    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["train"]["do"]["cmd"]
-    cmd = (stage.replace("${dataset}", "support").replace("${item.negatives}", "hard").replace("${key}", "hard")
-           + " --set train.max_steps=1 --no-progress")  # one step: the crash, not the model, is under test
-    proc = subprocess.Popen(cmd, shell=True, cwd=second, env={**env(), HOLD_ENV: "600"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 600
-    while time.time() < deadline and not list(target.parent.glob(".hard.tmp-*/model.safetensors")):
-        assert proc.poll() is None, "the training command ended before writing its model"
-        time.sleep(0.2)
-    time.sleep(2.0)  # the writer is now asleep before the rename
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert list(target.parent.glob(".hard.tmp-*")), "the kill did not land while the output was being written"
-    assert not target.exists(), "a killed stage left a partial output where DVC would cache it"
+    second = second_pipeline_run
+    target = Path(KILLED_OUTPUT).name
+    assert second.killed.temporaries_at_kill, "the kill did not land while the output was being written"
+    assert all(name.startswith(f".{target}.tmp-") for name in second.killed.temporaries_at_kill)
+    assert not second.killed.output_existed_at_kill, "a killed stage left a partial output where DVC would cache it"
 
-    out = sh(["dvc", "repro"], second).stdout
-    assert "train@hard" in ran_stages(out)
-    assert not list(target.parent.glob(".hard.tmp-*")), "the recovery left the killed run's temporary"
-    first, again = lock_hashes(built), lock_hashes(second)
+    assert KILLED_STAGE in ran_stages(second.recovery_log)
+    assert second.temporaries_after == [], "the recovery left the killed run's temporary"
+    first, again = built_pipeline.hashes, second.build.hashes
     assert again.keys() == first.keys()
     assert sorted(p for p in first if first[p] != again[p]) == [], "outputs whose bytes differ between two runs"
-    for live in (built / "dvclive").rglob("*.*"):  # not cached by DVC: compared here
-        assert (second / live.relative_to(built)).read_bytes() == live.read_bytes(), live
+    assert built_pipeline.uncached, "the first run wrote no dvclive file"
+    for live, data in built_pipeline.uncached.items():  # not cached by DVC: compared here
+        assert second.build.uncached.get(live) == data, live
 
 
 def test_a_module_edit_is_seen_by_exactly_the_stages_that_run_it(built):
@@ -144,11 +137,9 @@ def test_a_module_edit_is_seen_by_exactly_the_stages_that_run_it(built):
         return set(status)
 
     by_runs = stages_after_editing("runs.py")
-    assert {"retrieve@bm25", "retrieve@dense", "mine@hard", "fuse@rrf", "evaluate@bm25", "train@hard",
-            "compare"} <= by_runs
-    assert not by_runs & {"generate", "prepare", "encode"}
-    assert stages_after_editing("training/loop.py") == {"train@hard", "train@random", "train@temperature",
-                                                        "train@query"}
+    assert RUNS_READERS <= by_runs
+    assert not by_runs & RUNS_NON_READERS
+    assert stages_after_editing("training/loop.py") == TRAIN_STAGES
     assert "up to date" in sh(["dvc", "status"], built).stdout
 
 
@@ -165,7 +156,7 @@ def test_another_model_lock_is_seen_by_the_dense_stages_only(built):
     finally:
         params_path.write_text(original, encoding="utf-8")
         (built / "models" / "other.lock.json").unlink()
-    assert status == {"encode", "train@hard", "train@random", "train@temperature", "train@query"}
+    assert status == {"encode"} | TRAIN_STAGES
     assert "up to date" in sh(["dvc", "status"], built).stdout
 
 
@@ -174,7 +165,7 @@ def test_param_change_reruns_only_what_depends_on_it(built):
     params["fusion"]["rrf_k_grid"] = [1]  # a different grid picks a different k: the fused run changes
     (built / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = sh(["dvc", "repro"], built).stdout
-    assert ran_stages(out) == {"fuse@rrf", "evaluate@fused-rrf", "compare"}, out
+    assert ran_stages(out) == RRF_STAGES, out
     sh(["git", "checkout", "params.yaml"], built)
     sh(["dvc", "repro"], built)  # back to the committed state for the next test
 
@@ -198,7 +189,7 @@ def test_branch_review_flow_through_git_and_dvc_remotes(built, tmp_path):
     params = yaml.safe_load((a / "params.yaml").read_text())
     params["fusion"]["rrf_k_grid"] = [1]
     (a / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    assert ran_stages(sh(["dvc", "repro"], a).stdout) == {"fuse@rrf", "evaluate@fused-rrf", "compare"}
+    assert ran_stages(sh(["dvc", "repro"], a).stdout) == RRF_STAGES
     sh(["git", "add", "-A"], a)
     sh(["git", "commit", "-qm", "RRF: tune k on a one-point grid"], a)
     sh(["git", "push", "-q", "origin", "rrf-grid"], a)
@@ -210,7 +201,7 @@ def test_branch_review_flow_through_git_and_dvc_remotes(built, tmp_path):
     sh(["dvc", "pull"], b)
     diff = json.loads(sh(["dvc", "metrics", "diff", "--json", "main", "origin/rrf-grid"], b).stdout)
     changed = {path for path, values in diff.items() if any(v.get("diff") for v in values.values())}
-    assert changed == {"metrics/support/fused-rrf.json", "metrics/support/compare.json"}, diff
+    assert changed == {f"metrics/{DATASET}/fused-rrf.json", f"metrics/{DATASET}/compare.json"}, diff
 
     sh(["retrieval-lab", "report", "--base", "main", "--head", "origin/rrf-grid", "--output", "pr"], b)
     report = (b / "pr" / "report.md").read_text()
