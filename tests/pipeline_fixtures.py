@@ -28,10 +28,10 @@ DATASET = "support"
 RETRIEVERS = ["bm25", "lsa", "dense", "dense-ft-hard", "dense-ft-random", "dense-ft-temperature",
               "dense-ft-query", "fused-rrf", "fused-weighted"]  # metrics/<DATASET>/<name>.json
 TRAIN_STAGES = {"train@hard", "train@random", "train@temperature", "train@query"}
-RRF_STAGES = {"fuse@rrf", "evaluate@fused-rrf", "compare"}  # what a change of fusion.rrf_k_grid reruns
+RRF_STAGES = {"fuse@rrf", "evaluate-fused@rrf", "compare"}  # what a change of the rrf grid reruns
 # stages that run runs.py (some of them), and stages that do not
-RUNS_READERS = {"retrieve@bm25", "retrieve@dense", "mine@hard", "fuse@rrf", "evaluate@bm25", "train@hard", "compare"}
-RUNS_NON_READERS = {"generate", "prepare", "encode"}
+RUNS_READERS = {"retrieve@bm25", "retrieve-dense@dense", "mine@hard", "fuse@rrf", "evaluate@bm25", "train@hard", "compare"}
+RUNS_NON_READERS = {"generate", "prepare", "encode@dense"}
 COMPARED_PAIR = "dense vs dense-ft-hard"  # a pair of metrics/<DATASET>/compare.json
 MINED_HARD = f"data/mined/{DATASET}/hard"
 # The crash test kills this stage while its finished output waits to be renamed into place: a cheap

@@ -144,25 +144,25 @@ def test_a_module_edit_is_seen_by_exactly_the_stages_that_run_it(built):
 
 
 def test_another_model_lock_is_seen_by_the_dense_stages_only(built):
-    """Pointing dense.lock at another lock: encode and training change; lexical stages never."""
+    """Pointing dense.models.dense at another lock: encode and training change; lexical stages never."""
     params_path = built / "params.yaml"
     original = params_path.read_text(encoding="utf-8")
     shutil.copy(built / "models" / "base.lock.json", built / "models" / "other.lock.json")
     params = yaml.safe_load(original)
-    params["dense"]["lock"] = "models/other.lock.json"
+    params["dense"]["models"]["dense"] = "models/other.lock.json"
     params_path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     try:
         status = set(json.loads(sh(["dvc", "status", "--json"], built).stdout or "{}"))
     finally:
         params_path.write_text(original, encoding="utf-8")
         (built / "models" / "other.lock.json").unlink()
-    assert status == {"encode"} | TRAIN_STAGES
+    assert status == {"encode@dense"} | TRAIN_STAGES
     assert "up to date" in sh(["dvc", "status"], built).stdout
 
 
 def test_param_change_reruns_only_what_depends_on_it(built):
     params = yaml.safe_load((built / "params.yaml").read_text())
-    params["fusion"]["rrf_k_grid"] = [1]  # a different grid picks a different k: the fused run changes
+    params["fusion"]["methods"]["rrf"]["grid"] = [1]  # a different grid picks a different k: the fused run changes
     (built / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     out = sh(["dvc", "repro"], built).stdout
     assert ran_stages(out) == RRF_STAGES, out
@@ -187,7 +187,7 @@ def test_branch_review_flow_through_git_and_dvc_remotes(built, tmp_path):
     assert ran_stages(sh(["dvc", "repro"], a).stdout) == set()
     sh(["git", "checkout", "-q", "-b", "rrf-grid"], a)
     params = yaml.safe_load((a / "params.yaml").read_text())
-    params["fusion"]["rrf_k_grid"] = [1]
+    params["fusion"]["methods"]["rrf"]["grid"] = [1]
     (a / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert ran_stages(sh(["dvc", "repro"], a).stdout) == RRF_STAGES
     sh(["git", "add", "-A"], a)

@@ -1,6 +1,6 @@
-"""Changing the base model (``dense.lock``, or the file it names) reruns only the dense stages and what
+"""Changing the base model (``dense.models.dense``, or the file it names) reruns only the dense stages and what
 follows them. Read from the stage graph DVC itself builds from dvc.yaml and params.yaml (no stage runs):
-a stage is hit when it reads the ``dense.lock`` param (or all of ``dense``) or depends on the lock's path,
+a stage is hit when it reads the ``dense.models.dense`` param (or all of ``dense``) or depends on the lock's path,
 and then every stage with a dependency on one of its outputs, transitively.
 """
 
@@ -23,14 +23,14 @@ def _overlaps(a: str, b: str) -> bool:
 
 def test_a_model_change_reruns_only_the_dense_stages_and_what_follows():
     repo_mod = pytest.importorskip("dvc.repo")
-    lock = yaml.safe_load((REPO / "params.yaml").read_text())["dense"]["lock"]
+    lock = yaml.safe_load((REPO / "params.yaml").read_text())["dense"]["models"]["dense"]
     with repo_mod.Repo(str(REPO)) as repo:
         stages = {s.addressing: s for s in repo.index.stages}
         hit = set()
         for name, stage in stages.items():
             for dep in stage.deps:
                 params = getattr(dep, "params", None)
-                reads_lock = ({"dense", "dense.lock"} & set(params) if params is not None
+                reads_lock = ({"dense", "dense.models", "dense.models.dense"} & set(params) if params is not None
                               else _overlaps(str(dep.def_path), lock))
                 if reads_lock:
                     hit.add(name)
@@ -45,6 +45,6 @@ def test_a_model_change_reruns_only_the_dense_stages_and_what_follows():
                                            for source in hit for out in outs[source]):
                     hit.add(name)
                     changed = True
-    assert direct == {"encode"} | {n for n in stages if n.startswith("train@")}
+    assert direct == {"encode@dense"} | {n for n in stages if n.startswith("train@")}
     assert hit == set(stages) - UNTOUCHED
-    assert {"retrieve@dense", "mine@hard", "fuse@rrf", "evaluate@dense-ft-hard", "compare"} <= hit
+    assert {"retrieve-dense@dense", "mine@hard", "fuse@rrf", "evaluate-ft@hard", "compare"} <= hit
