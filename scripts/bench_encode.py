@@ -51,7 +51,8 @@ def ours(data: str, limit: int, batch_size: int, device: str) -> dict:
 def sentence_transformers(data: str, limit: int, batch_size: int, device: str) -> dict:
     from sentence_transformers import SentenceTransformer
 
-    from retrieval_lab.encoder import resolve_device, verify_lock
+    from retrieval_lab.encoder import resolve_device
+    from retrieval_lab.model_files import verify_lock
 
     model = SentenceTransformer(str(verify_lock(LOCK)), device=str(resolve_device(device)))
     assert model.max_seq_length == MAX_LENGTH

@@ -159,7 +159,8 @@ def mnrl(args: dict) -> dict:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from retrieval_lab.encoder import load, verify_lock
+    from retrieval_lab.encoder import load
+    from retrieval_lab.model_files import verify_lock
 
     queries, docs, _ = _texts(args["data"], args["triples"])
     triples = [(queries[q], docs[p], docs[n]) for q, p, n in args["triples"]]

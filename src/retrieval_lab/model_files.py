@@ -1,0 +1,161 @@
+"""Which model files a dense model is: a lock file, a Hugging Face model folder, or a hub revision.
+
+A lock names the model, its revision, where its files come from and the sha256 of
+each file; every hash is checked before any file is used. ``source`` is
+``package:<module>`` (an installed package with ``get_model_path()``, the offline
+default) or ``hub`` (downloaded at the pinned revision through huggingface_hub).
+The base model's lock ships inside this package (``builtin``, the default of
+``dense.models.dense``), so every command works from any folder.
+
+A model is named (``dense.models.<name>``, ``--model``) by: ``builtin``; a lock file; a Hugging
+Face model folder (a fine-tuned model, or any local model: its files are hashed and
+recorded like a pinned revision); or ``hub:NAME@REVISION`` (downloaded at that
+revision, then hashed and recorded the same way). Nothing here loads a model: :mod:`.encoder` does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+from pathlib import Path
+
+from .core.errors import InputError
+
+LOCK_KEYS = ("name", "revision", "source", "files")
+BUILTIN = "builtin"  # the lock shipped inside the package
+BUILTIN_LOCK = Path(__file__).resolve().parent / "models" / "base.lock.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_lock(lock_path: str | Path) -> dict:
+    """Parse and shape-check a lock file (no hashing)."""
+    lock_path = Path(lock_path)
+    if not lock_path.is_file():
+        raise InputError("lock file not found", str(lock_path))
+    try:
+        lock = json.loads(lock_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON ({exc.msg})", str(lock_path), exc.lineno) from None
+    if not isinstance(lock, dict):
+        raise InputError("expected a JSON object", str(lock_path))
+    for key in LOCK_KEYS:
+        if key not in lock:
+            raise InputError("missing field", str(lock_path), field=key)
+    files = lock["files"]
+    if not isinstance(files, dict) or not files:
+        raise InputError("expected a non-empty mapping file name -> sha256", str(lock_path), field="files")
+    for name, digest in files.items():
+        if not (isinstance(digest, str) and len(digest) == 64):
+            raise InputError(f"expected a 64-hex-digit sha256, got {digest!r}", str(lock_path),
+                             field=f"files.{name}")
+    return lock
+
+
+def _lock_folder(lock: dict, lock_path: Path) -> Path:
+    source = lock["source"]
+    if isinstance(source, str) and source.startswith("package:"):
+        return _package_folder(source.split(":", 1)[1], lock, lock_path)
+    if source == "hub":
+        return _hub_folder(lock["name"], lock["revision"], str(lock_path))
+    raise InputError(f"unknown source {source!r} (expected 'package:<module>' or 'hub')", str(lock_path),
+                     field="source")
+
+
+def _package_folder(module_name: str, lock: dict, lock_path: Path) -> Path:
+    """The model folder of ``package:<module>``: an installed top-level package whose own folder holds
+    model files the lock lists (at its root or one folder down), checked before the package is imported:
+    a lock cannot make us import, and so run, any other installed module. The hashes are checked after."""
+    def refuse(why: str) -> InputError:
+        return InputError(f"model package {module_name!r} {why}", str(lock_path), field="source")
+
+    if not module_name.isidentifier():  # a dotted name would import its parents to be found
+        raise refuse("is not a top-level package name")
+    spec = importlib.util.find_spec(module_name)  # locates without executing
+    if spec is None:
+        raise refuse("is not installed")
+    roots = [Path(p).resolve() for p in spec.submodule_search_locations or []]  # none: a plain module
+    if not any((folder / name).is_file() for root in roots for folder in (root, *_subfolders(root))
+               for name in lock["files"]):
+        raise refuse(f"carries none of the model's files ({', '.join(lock['files'])}): not a model package")
+    get_model_path = getattr(importlib.import_module(module_name), "get_model_path", None)
+    folder = Path(get_model_path()).resolve() if callable(get_model_path) else None
+    if folder is None or not folder.is_dir() or not any(folder == r or r in folder.parents for r in roots):
+        raise refuse("has no get_model_path() naming a folder inside the package")
+    return folder
+
+
+def _subfolders(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def _hub_folder(name: str, revision: str, where: str, field: str | None = None) -> Path:
+    """For users with a hub: fetch exactly ``revision`` (as AutoModel.from_pretrained(name, revision=...))."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id=name, revision=revision))
+    except (OSError, ValueError) as exc:  # offline, unknown repository or revision, malformed id
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot fetch {name}@{revision} from the hub: {first}", where, field=field) from None
+
+
+def folder_hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file below a model folder (hidden entries skipped), by relative path."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+    return {p.relative_to(folder).as_posix(): _sha256(p) for p in files}
+
+
+def _verified(lock_path: Path) -> tuple[dict, Path]:
+    lock = read_lock(lock_path)
+    folder = _lock_folder(lock, lock_path)
+    for name, expected in lock["files"].items():
+        path = folder / name
+        if not path.is_file():
+            raise InputError(f"model file {name} is missing from {folder} (expected sha256 {expected}, "
+                             "actual: no file)", str(lock_path), field=f"files.{name}")
+        actual = _sha256(path)
+        if actual != expected.lower():
+            raise InputError(f"model file {name} has sha256 {actual}, expected {expected}", str(lock_path),
+                             field=f"files.{name}")
+    return lock, folder
+
+
+def verify_lock(lock_path: str | Path) -> Path:
+    """Resolve the lock's model folder and check every listed file's sha256 before any use."""
+    return _verified(BUILTIN_LOCK if str(lock_path) == BUILTIN else Path(lock_path))[1]
+
+
+def resolve_model(model: str | Path, field: str | None = None) -> tuple[Path, dict]:
+    """The verified folder of a model (see the module docstring for the four ways to name one) and how
+    outputs record it; loads nothing. ``field`` names the setting that gave ``model`` in errors."""
+    spec = str(model)
+    if spec == BUILTIN:
+        lock, folder = _verified(BUILTIN_LOCK)
+        return folder, {"lock": BUILTIN, **{k: lock[k] for k in LOCK_KEYS}}
+    if spec.startswith("hub:"):
+        name, _, revision = spec[len("hub:"):].partition("@")
+        if not name.strip() or not revision.strip():
+            raise InputError("expected hub:NAME@REVISION (a commit hash pins the files; a branch moves)", spec,
+                             field=field)
+        folder = _hub_folder(name, revision, spec, field)
+        return folder, {"hub": name, "revision": revision, "files": folder_hashes(folder)}
+    path = Path(spec)
+    if path.is_file():
+        lock, folder = _verified(path)
+        return folder, {"lock": str(path), **{k: lock[k] for k in LOCK_KEYS}}  # no absolute folder: portable
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError("not a Hugging Face model folder (no config.json)", spec, field=field)
+        return path, {"model_dir": str(path.resolve()), "files": folder_hashes(path)}
+    raise InputError(f"model not found: expected a lock file, a Hugging Face model folder, hub:NAME@REVISION "
+                     f"or {BUILTIN}", spec, field=field)
