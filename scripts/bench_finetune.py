@@ -44,7 +44,7 @@ import _bench
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "models" / "base.lock.json"
 FIELDS = ["title", "text"]
-# The README's SciFact quality command, as --set overrides (tests/test_bench_finetune.py checks they agree).
+# The README's SciFact quality command, as --set overrides (tests/scripts/test_bench_finetune.py checks they agree).
 # The bench trains on the raw collection (no validation split), so "ours" trains those maximum epochs
 # and keeps the last, like the recipes it is set against; the pipeline keeps the best on validation.
 SCIFACT_QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true", "train.epochs=3",

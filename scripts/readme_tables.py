@@ -10,7 +10,7 @@ Each block sits between ``<!-- results:NAME:start -->`` and ``<!-- results:NAME:
                      :func:`retrieval_lab.comparison.to_markdown`, as in ``reports/support/compare.md``)
 
 The SciFact table has no committed metrics (that run is not in ``dvc.lock``), so it stays
-hand-written. ``tests/test_readme_tables.py`` fails when README.md and the files differ.
+hand-written. ``tests/scripts/test_readme_tables.py`` fails when README.md and the files differ.
 """
 
 from __future__ import annotations

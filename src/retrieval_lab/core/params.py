@@ -3,7 +3,7 @@
 ``params.yaml`` maps onto :class:`Params`; each stage takes its own section (``params.bm25``,
 ``params.train`` ...). The built-in defaults below equal the repository's params.yaml, key for
 key, except ``dense.models.dense`` (``builtin`` is the packaged copy of ``models/base.lock.json``);
-``tests/test_config.py`` fails when they drift, so a command run outside the pipeline behaves as
+``tests/core/test_params.py`` fails when they drift, so a command run outside the pipeline behaves as
 the pipeline does. Each field declares its rule (:mod:`.rules`) with :func:`param`; a params
 object checks its values when it is built, from a file (:mod:`.params_file`), a ``--set`` or in
 code, so no module that receives one checks them again.

@@ -97,7 +97,7 @@ def test_the_walk_covers_the_schema():
                                "fusion.methods.rrf.value"} <= set(KEYS)
 
 
-# each fusion method's own rule (fusion/<name>.py: check) refuses a value when fusing: tests/test_fusion.py
+# each fusion method's own rule (fusion/<name>.py: check) refuses a value when fusing: tests/fusion/test_fusion.py
 METHOD_RULED = {"fusion.methods.rrf.value", "fusion.methods.weighted.value"}
 
 
