@@ -315,3 +315,13 @@ def test_every_stage_s_help_says_where_defaults_come_from(capsys):
         text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
         assert ("./params.yaml when the working directory has one, else the built-in defaults, which equal "
                 "the repository's params.yaml key for key") in text, name
+
+
+def test_unknown_schedule_is_refused_by_params(tmp_path):
+    from retrieval_lab.core.errors import InputError
+    from retrieval_lab.core.params_file import load_params
+
+    path = tmp_path / "params.yaml"
+    path.write_text("train: {schedule: step}\n")
+    with pytest.raises(InputError, match="unknown value 'step'.*constant, linear, cosine"):
+        load_params(path)
