@@ -43,6 +43,9 @@ document that was retrieved becomes one (query, rank, relevance) triple and ever
 measure is a few vectorised numpy reductions over those triples. A judged
 document's rank is counted from one numpy sort of the query's scores; documents
 are never sorted as Python objects except to break score ties by id.
+
+Over 400 lines on purpose: one concern, the metrics engine; every measure beside its parser, so that one
+module produces every number (fusion tuning, validation, evaluate, score-runs).
 """
 
 from __future__ import annotations
