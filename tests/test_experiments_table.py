@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import subprocess
@@ -300,3 +301,39 @@ def test_a_queued_seed_sweep_reaches_data_beside_the_repository_and_makes_one_ta
     bm25 = next(r for r in csv.DictReader(out.open()) if r["retriever"] == "bm25")
     # seed s: [.1 s, .2 s, .3 s], mean 0.2 s: 0.2, 0.4, 0.6 -> mean 0.4, sd 0.2
     assert (bm25["seeds"], float(bm25["mean"]), float(bm25["sd"])) == ("3", pytest.approx(0.4), pytest.approx(0.2))
+
+
+# ----------------------------------------------------------------------------- the committed worked example
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "experiments_table.py"
+
+
+def _script(*args: str) -> subprocess.CompletedProcess:
+    path = os.pathsep.join([str(SCRIPT.parents[1] / "src"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300,
+                          check=False)
+
+
+def test_the_committed_worked_example_is_what_its_inputs_render():
+    result = _script("--check")
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_check_fails_on_a_stale_table(tmp_path):
+    inputs = _inputs()
+    inputs["runs"] = ["dense", "bm25"]
+    for e in inputs["experiments"]:
+        e["runs"] = {"dense": e["runs"]["base"], "bm25": e["runs"]["cand"]}
+        e["baseline"] = e["commit"]
+    (tmp_path / "inputs.json").write_text(json.dumps(inputs))
+    assert _script("--folder", str(tmp_path), "--check").returncode == 1  # no table yet
+    params = SCRIPT.parents[1] / "params.yaml"
+    assert run_command("table", ["--from-inputs", str(tmp_path / "inputs.json"), "--baseline", "dense", "--params",
+                                 str(params), "--markdown", str(tmp_path / "table.md"),
+                                 "--csv", str(tmp_path / "table.csv")]) == 0
+    assert _script("--folder", str(tmp_path), "--check").returncode == 0
+    (tmp_path / "table.csv").write_text((tmp_path / "table.csv").read_text().replace("0.625", "0.626"))
+    stale = _script("--folder", str(tmp_path), "--check")
+    assert stale.returncode == 1 and f"{tmp_path / 'table.csv'} differs" in stale.stderr
+    assert "table.md" not in stale.stderr
