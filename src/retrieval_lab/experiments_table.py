@@ -256,7 +256,8 @@ def _cell_text(cell: dict) -> str:
 def _row_label(result: dict, row: str) -> str:
     if row == AVERAGE:
         return f"average ({len(result['collections'])} collections)"
-    return f"{row} ({len(result['collections'][row])} seeds)"
+    n = len(result['collections'][row])
+    return f"{row} ({n} seed{'s' if n != 1 else ''})"
 
 
 def to_markdown(result: dict) -> str:
@@ -340,7 +341,8 @@ def plot(result: dict, path: str | Path, measure: str | None = None) -> None:
     for i, r in enumerate(runs):
         x = np.arange(len(rows)) + (i - (len(runs) - 1) / 2) * width
         cells = [table[row][r] for row in rows]
-        top.bar(x, [c["mean"] for c in cells], width, yerr=[c["sd"] or 0 for c in cells], label=r, capsize=2)
+        top.bar(x, [c["mean"] for c in cells], width, yerr=[c["sd"] or 0 for c in cells], label=r, capsize=2,
+                color=f"C{i}")  # one colour per retriever in both panels
         if r == result["baseline"]:
             continue
         comps = [c["comparison"] for c in cells]
@@ -349,11 +351,12 @@ def plot(result: dict, path: str | Path, measure: str | None = None) -> None:
         highs = np.array([c["high"] for c in comps])
         finite_low = np.where(np.isinf(lows), diff, lows)  # an unbounded end is drawn as no whisker
         finite_high = np.where(np.isinf(highs), diff, highs)
-        bottom.errorbar(x, diff, yerr=[diff - finite_low, finite_high - diff], fmt="o", capsize=3, label=r)
+        bottom.errorbar(x, diff, yerr=[diff - finite_low, finite_high - diff], fmt="o", capsize=3, label=r,
+                        color=f"C{i}")
     labels = [_row_label(result, row) for row in rows]
     top.set_xticks(np.arange(len(rows)), labels)
     top.set_ylabel(f"{m} (mean ± sd over seeds)")
-    top.legend(fontsize="small", ncol=3)
+    top.legend(fontsize="small", ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     bottom.axhline(0, color="gray", linewidth=0.8)
     bottom.set_xticks(np.arange(len(rows)), labels)
     bottom.set_ylabel(f"difference from {result['baseline']}")
