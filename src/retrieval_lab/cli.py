@@ -35,6 +35,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "compare-runs": "compare_runs",
         "pool": "pool",
         "report": "report",
+        "table": "table",
         "pr-comment": "pr_comment",
         "inspect-embeddings": "inspect_embeddings",
     },

@@ -1,0 +1,62 @@
+"""Write the worked example of docs/comparing-experiments.md from experiments, or check it.
+
+    .venv/bin/python scripts/experiments_table.py --repo CLONE --experiments seed42 seed43 seed44
+    .venv/bin/python scripts/experiments_table.py --check   # exit 1 when the committed table is stale
+
+The first form reads the experiments (DVC experiment names in the repository CLONE, none checked out)
+into ``docs/comparing-experiments/inputs.json`` (per-query values, params, commits) and renders
+``table.md``, ``table.csv`` and ``table.png`` beside it with ``retrieval-lab table`` under this
+repository's params.yaml. ``--check`` renders the markdown and CSV again from the committed
+``inputs.json`` and compares; ``tests/test_experiments_table.py`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "docs" / "comparing-experiments"
+BASELINE = "dense"
+
+
+def _table(argv: list[str]) -> None:
+    from retrieval_lab import cli
+
+    code = cli.main(["table", "--baseline", BASELINE, "--params", str(ROOT / "params.yaml"), *argv])
+    if code:
+        raise SystemExit(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", help="the repository holding the experiments")
+    parser.add_argument("--experiments", nargs="+", help="their names (dvc exp show)")
+    parser.add_argument("--folder", default=str(FOLDER), help=f"default: {FOLDER.relative_to(ROOT)}")
+    parser.add_argument("--check", action="store_true", help="render from the committed inputs and compare")
+    args = parser.parse_args(argv)
+    folder = Path(args.folder)
+    if args.check:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            _table(["--from-inputs", str(folder / "inputs.json"), "--markdown", str(out / "table.md"),
+                    "--csv", str(out / "table.csv")])
+            stale = [name for name in ("table.md", "table.csv")
+                     if not (folder / name).exists() or (folder / name).read_text() != (out / name).read_text()]
+        for name in stale:
+            print(f"{folder / name} differs from what {folder / 'inputs.json'} renders "
+                  "(run scripts/experiments_table.py)", file=sys.stderr)
+        return 1 if stale else 0
+    if not (args.repo and args.experiments):
+        parser.error("--repo and --experiments are needed unless --check")
+    folder.mkdir(parents=True, exist_ok=True)
+    _table(["--repo", args.repo, "--experiments", *args.experiments, "--inputs", str(folder / "inputs.json"),
+            "--markdown", str(folder / "table.md"), "--csv", str(folder / "table.csv"),
+            "--plot", str(folder / "table.png")])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""``retrieval-lab table``: collection x retriever over experiments, seeds pooled, against a baseline."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..core.config import add_params_args, check_paths, params_of
+
+HELP = ("one table over experiments (workspace, git revisions, DVC experiments; none checked out): collection x "
+        "retriever, mean ± sd over seeds, simultaneous intervals against a baseline, an average row; markdown, "
+        "CSV, PNG")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--experiments", nargs="+", metavar="EXP",
+                        help="DVC experiment names or refs, git revisions, or 'workspace'")
+    source.add_argument("--from-inputs", metavar="JSON", help="render from a file written by --inputs instead")
+    parser.add_argument("--repo", default=".", help="the repository holding the experiments (default: .)")
+    parser.add_argument("--runs", nargs="+", metavar="NAME",
+                        help="retrievers (run names) to read; default: those compare.pairs names")
+    parser.add_argument("--baseline", help="the run every other is compared with; default: compare.pairs[0][0]")
+    parser.add_argument("--markdown", required=True, help="markdown table to write")
+    parser.add_argument("--csv", required=True, help="CSV table to write")
+    parser.add_argument("--plot", help="PNG to write (compare.measure)")
+    parser.add_argument("--inputs", help="also write what was read (per-query values, params, commits) as JSON")
+    add_params_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ..core.atomic import atomic_path, write_json, write_text
+    from ..core.errors import InputError
+    from ..experiments_table import build, gather, plot, to_csv, to_markdown
+
+    params = params_of(args)
+    check_paths(args, {"--from-inputs": args.from_inputs},
+                files={"--markdown": args.markdown, "--csv": args.csv, "--plot": args.plot, "--inputs": args.inputs})
+    if args.from_inputs:
+        try:
+            with open(args.from_inputs, encoding="utf-8") as f:
+                inputs = json.load(f)
+        except FileNotFoundError:
+            raise InputError("file not found", args.from_inputs) from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg}", args.from_inputs, exc.lineno) from None
+    else:
+        runs = args.runs or list(dict.fromkeys(name for pair in params.compare.pairs for name in pair))
+        measures = list(dict.fromkeys([params.compare.measure, *params.compare.key_measures]))
+        inputs = gather(args.repo, args.experiments, runs, measures)
+    baseline = args.baseline or params.compare.pairs[0][0]
+    ev = params.evaluate
+    result = build(inputs, baseline, ev.ci_level, ev.permutations, ev.seed)
+    text = to_markdown(result)
+    if args.inputs:
+        write_json(args.inputs, inputs)
+    write_text(args.markdown, text)
+    write_text(args.csv, to_csv(result))
+    if args.plot:
+        with atomic_path(args.plot) as tmp:
+            plot(result, tmp)
+    print(text, end="")
+    return 0
