@@ -1,4 +1,4 @@
-"""Write the worked example of docs/comparing-experiments.md from experiments, or check it.
+"""Write the worked example of README's "Comparing many experiments" from experiments, or check it.
 
     .venv/bin/python scripts/experiments_table.py --repo CLONE --experiments seed42 seed43 seed44
     .venv/bin/python scripts/experiments_table.py --check   # exit 1 when the committed table is stale
