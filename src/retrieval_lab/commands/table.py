@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.config import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = ("one table over experiments (workspace, git revisions, DVC experiments; none checked out): collection x "
         "retriever, mean ± sd over seeds, simultaneous intervals against a baseline, an average row; markdown, "
