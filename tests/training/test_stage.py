@@ -107,7 +107,8 @@ def test_query_side_stage_keeps_the_base_documents(toy, tmp_path):
     assert written.report["documents_model"] == frozen.report["model"]
     report = json.loads((out["model"] / "training.json").read_text())
     assert report["fingerprint"]["variant"] == {"name": "query", "negatives": "hard", "temperature": 0.05,
-                                                "side": "query", "epochs": 3}
+                                                "side": "query", "epochs": 3, "corpus_queries": 0,
+                                                "corpus_query_kind": "inverse_cloze"}
 
 
 def _texts(dataset_dir: Path) -> list[str]:

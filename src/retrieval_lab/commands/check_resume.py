@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
                                  max_seq_length=args.max_length)
     dataset = load_dataset(args.dataset)
     data = training_data(dataset, args.negatives, spec.train.positives_per_query, list(params.retrieve.fields),
-                         spec.train.positives_at_least)
+                         spec.train.positives_at_least, spec)
     with tempfile.TemporaryDirectory(prefix="check-resume-") as work:
         report = check_resume(lambda: load(model, args.device, where), data, spec,
                               args.stop_after or args.steps // 2, work)

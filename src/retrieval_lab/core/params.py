@@ -37,6 +37,7 @@ from .rules import (
 LSA_ALGORITHMS = ("randomized", "arpack")
 NEGATIVES = ("hard", "random")
 SIDES = ("both", "query")
+CORPUS_QUERY_KINDS = ("inverse_cloze", "title")  # training/corpus_pairs.py
 SCHEDULES = ("constant", "linear", "cosine")  # training/loop.py: schedule_factor
 SELECTIONS = ("best", "last")
 MAX_PERMUTATIONS = 10**7  # stats.py: each pass over the sign flips draws queries x permutations numbers
@@ -182,6 +183,17 @@ class TrainVariant(Section):
     # embedding a candidate (training/loop.py: train_step)
     side: str = param("both", one_of(SIDES))
     epochs: int | None = param(None, POSITIVE)  # this variant's epochs (null: train.epochs)
+    # pseudo-query pairs from this many corpus documents drawn by train.seed, mixed with the labelled
+    # ones (0: none); side both only, the document side must learn the unlabelled documents
+    corpus_queries: int = param(0, NON_NEGATIVE)
+    # inverse_cloze: a sentence of the text -> the document without it; title: the title -> the text
+    corpus_query_kind: str = param("inverse_cloze", one_of(CORPUS_QUERY_KINDS))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.corpus_queries and self.side == "query":
+            raise InputError("pseudo-query pairs need a trained document side: only with side: both",
+                             field=f"{self.KEY}.corpus_queries")
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ The package, in the order one run uses it (DDP's process group, shards and gathe
 ``spec``        :class:`TrainSpec`: ``train.*`` and one variant, resolved once (epochs, temperature, side, loss)
 ``batching``    examples, their batches and positive masks, each epoch's seeded order
 ``data``        the training examples and texts (negatives file or mined records -> :class:`TrainingData`)
+``corpus_pairs`` pseudo-query pairs from the corpus text (inverse cloze, title) mixed into a both-sides run
 ``checkpoint``  the run's identity (fingerprint) and its resumable state (``state.pt``)
 ``validation``  an encoder measured in memory: the val metrics that select the weights
 ``loop``        :func:`fine_tune`: one training run, top to bottom; its options in :class:`LoopOptions`

@@ -46,7 +46,11 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     note = empty_documents_note(dataset.corpus, fields, "an empty positive trains on an empty text")
     if note and dist_info.main:
         print(f"train: {note}")
-    data = training_data(dataset, negatives, train.positives_per_query, fields, train.positives_at_least)
+    data = training_data(dataset, negatives, train.positives_per_query, fields, train.positives_at_least, spec)
+    if data.pseudo and dist_info.main:
+        p = data.pseudo
+        print(f"train: {p['pairs']} {p['kind']} pairs from {p['drawn']} corpus documents drawn "
+              f"({p['skipped']} skipped: no {'title or text' if p['kind'] == 'title' else 'second sentence'})")
     if frozen is not None:
         if set(frozen.doc_ids) != set(dataset.corpus):
             raise InputError(f"its {len(frozen.doc_ids)} documents are not the {len(dataset.corpus)} of "
@@ -80,6 +84,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
                   "selection": {"select": train.select, "measure": train.select_measure,
                                 "patience": train.patience, "ended_by_patience": result.patience_stop},
                   "negatives": str(negatives),
+                  **({"corpus_pairs": data.pseudo} if data.pseudo else {}),
                   "base_model": encoder.source}
         encoder.save(model_out, {"training.json": report})
         write_embeddings(embeddings, embeddings_out)
