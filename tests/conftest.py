@@ -18,6 +18,9 @@ from pipeline_fixtures import (
 # DVC writes a site cache under the user's home unless told otherwise; keep it in the test tree.
 os.environ.setdefault("DVC_SITE_CACHE_DIR", str(REPO / ".dvc-site-cache"))
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+# Set before torch loads its OpenMP runtime: while the background pipeline runs hold the cores, a
+# test's waiting OpenMP threads sleep instead of spinning (spinning burns the CPU they wait for).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 # Fixtures that are whole pipeline runs, started in the background before the first test (see below).
