@@ -290,8 +290,12 @@ def test_a_queued_seed_sweep_reaches_data_beside_the_repository_and_makes_one_ta
             break
         time.sleep(0.5)
     assert status.count("Success") == 3, status
-    shown = _sh(repo, dvc, "exp", "show", "--csv", "--only-changed")
-    assert all(f"seed{s}" in shown for s in (1, 2, 3))
+    for _ in range(120):  # a task can report Success a moment before its experiment's ref is collected
+        shown = _sh(repo, dvc, "exp", "show", "--csv", "--only-changed")
+        if all(f"seed{s}" in shown for s in (1, 2, 3)):
+            break
+        time.sleep(0.5)
+    assert all(f"seed{s}" in shown for s in (1, 2, 3)), shown
     params = tmp_path / "params.yaml"
     params.write_text("compare: {key_measures: []}\n")
     out = tmp_path / "t.csv"

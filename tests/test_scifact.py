@@ -1,12 +1,13 @@
 """SciFact (BEIR) figures CI can afford: the base dense model reproduces the published nDCG@10.
 
-BM25 is checked in tests/test_retrievers_bm25.py (seconds). This encodes the 5,183
-abstracts with the locked base model and retrieves the 300 test queries through the same
-commands the pipeline uses. On a CPU with native bf16 (AVX512-BF16 or AMX) it encodes in
-bf16, as ``dense.bf16: true`` does, which halves the time; MTEB's figures hold in both
-precisions within the same tolerance (measured: fp32 0.6451; bf16 0.6471 with AMX).
-Nothing is cached outside the test's temporary folder. Skipped, with the reason, only
-when ../shared is absent.
+BM25 is checked in tests/retrievers/test_bm25.py (seconds). This encodes the 5,183 abstracts
+with the locked base model and retrieves the 300 test queries through the same commands the
+pipeline uses. On a CPU with native bf16 (AVX512-BF16 or AMX) it encodes in bf16, as
+``dense.bf16: true`` does, which halves the time; MTEB's figures hold in both precisions within
+the same tolerance (measured: fp32 0.6451; bf16 0.6471 with AMX). While the suite's background
+pipeline runs hold the cores it encodes on one thread (about 250 s on 2 cores, the suite's
+longest test). Nothing is cached outside the test's temporary folder. Skipped, with the reason,
+only when ../shared is absent.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from retrieval_lab.runs import read_run
 pytestmark = [pytest.mark.scifact, pytest.mark.slow]
 
 
-def test_base_dense_model_matches_mteb(scifact_dir, tmp_path):
+def test_base_dense_model_matches_mteb(scifact_dir, tmp_path, one_thread_while_pipelines_run):
     emb, run_path = tmp_path / "emb", tmp_path / "dense.trec"
     precision = ["--set", "dense.bf16=true"] if native_bf16() else []
     assert run_command("encode", ["--dataset", str(scifact_dir), "--output", str(emb), *precision]) == 0

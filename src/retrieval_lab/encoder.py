@@ -199,12 +199,15 @@ def _processes(dist_info) -> dict:
     return {"processes": dist_info.world} if dist_info is not None and dist_info.world > 1 else {}
 
 
-def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[str], dist_info=None) -> Embeddings:
+def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[str], dist_info=None,
+                  documents: tuple[np.ndarray, int] | None = None) -> Embeddings:
     """Encode every document (``fields`` joined by a space) and every query, in memory.
 
     With ``dist_info`` (a ``Distributed`` of several processes, torchrun) every rank must call this: each
     encodes its shard, and rank 0's result holds every row (on the other ranks the matrices are None).
     Batches then hold other texts than with one process, so rows match one process's to float rounding.
+    ``documents``: (N x H, truncated) this encoder already made of the corpus with ``params``, in corpus
+    order (one process): used instead of encoding it again.
     """
     doc_ids = list(dataset.corpus)
     query_ids = list(dataset.queries)
@@ -212,7 +215,10 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
     for kind, texts in (("documents", [dataset.corpus[d].content(fields) for d in doc_ids]),
                         ("queries", [dataset.queries[q].text for q in query_ids])):
         start = time.perf_counter()
-        arrays[kind], truncated[kind] = _encode(encoder, texts, params, dist_info)
+        if kind == "documents" and documents is not None:
+            arrays[kind], truncated[kind] = documents
+        else:
+            arrays[kind], truncated[kind] = _encode(encoder, texts, params, dist_info)
         timings[kind] = time.perf_counter() - start
     report = {
         "model": encoder.source,

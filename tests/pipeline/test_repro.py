@@ -39,6 +39,7 @@ from pipeline_fixtures import (
     TRAIN_STAGES,
     lock_hashes,
     sh,
+    stage_graph,
 )
 
 from retrieval_lab.reproducibility import EXACT_STAGES, drift
@@ -117,10 +118,9 @@ def test_a_second_clean_run_killed_midway_gives_identical_bytes(built_pipeline, 
     assert KILLED_STAGE in ran_stages(second.recovery_log)
     assert second.temporaries_after == [], "the recovery left the killed run's temporary"
     # the second run makes every kind of stage (each foreach group, both training sides) ...
-    kinds = {name.partition("@")[0] for name in built_pipeline.stages}
+    kinds = {name.partition("@")[0] for name in stage_graph(built_pipeline.repo)}
     assert {name.partition("@")[0] for name in second.stages} == kinds
     assert {"train@hard", "train@query"} <= set(second.stages)
-    assert ran_stages(second.build.log + second.recovery_log) == set(second.stages)
     # ... and every output it made has the first run's bytes
     first, again = built_pipeline.hashes, second.build.hashes
     assert len(again) >= 0.7 * len(first) and again.keys() <= first.keys()

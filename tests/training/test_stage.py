@@ -114,3 +114,33 @@ def test_query_side_stage_keeps_the_base_documents(toy, tmp_path):
 def _texts(dataset_dir: Path) -> list[str]:
     dataset = load_dataset(dataset_dir)
     return [dataset.corpus[d].content(["title", "text"]) for d in dataset.corpus]
+
+
+@pytest.mark.parametrize("select", ["best", "last"])
+def test_final_documents_come_from_the_validation_of_the_same_weights(toy, tmp_path, monkeypatch, select):
+    """The stage's final corpus encode is the selected weights' validation encode, reused: the same bytes
+    a fresh encode of the saved model gives, and one corpus encode fewer."""
+    from retrieval_lab.encoder import Encoder
+
+    dataset_dir, negatives, _ = toy
+    model_dir = tmp_path / "tiny"
+    tiny_encoder().save(model_dir)
+    params = _params(tmp_path, model_dir, select=select)
+    corpus_encodes = []
+    encode = Encoder.encode
+
+    def counting(self, texts, *args, **kwargs):
+        corpus_encodes.extend([len(texts)] if len(texts) == 20 else [])  # the toy corpus has 20 documents
+        return encode(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Encoder, "encode", counting)
+    result = training.run_training(params, dataset_dir, negatives, "hard", tmp_path / "m", tmp_path / "e",
+                                   tmp_path / "l", progress=False)
+    # validations at steps 0, 3 and 6 each encode the corpus; the final embeddings add none
+    assert [v["step"] for v in result.validation] == [0, 3, 6] and len(corpus_encodes) == 3
+    monkeypatch.setattr(Encoder, "encode", encode)
+    emb = load_embeddings(tmp_path / "e")
+    fresh = load(tmp_path / "m", "cpu").encode(_texts(dataset_dir), 8, 16)
+    assert emb.doc_embeddings.tobytes() == fresh.tobytes()  # same process, same settings: same bytes
+    if select == "last":
+        assert result.selected_step is None

@@ -14,7 +14,7 @@ from .checkpoint import default_checkpoint, fingerprint, weights_digest
 from .data import check_negatives_strategy, training_data, with_frozen_documents
 from .loop import LoopOptions, TrainResult, fine_tune
 from .spec import TrainSpec
-from .validation import dense_means
+from .validation import EncodedDocuments, dense_means
 
 
 def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path, variant_name: str,
@@ -64,8 +64,9 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     fp = fingerprint(weights_digest(encoder.model), spec, data, dist_info.world)
     if stop_after is not None and checkpoint is None:
         checkpoint = default_checkpoint(model_out)
+    encoded = EncodedDocuments() if frozen is None and dist_info.world == 1 else None
     options = LoopOptions(fp, stop_after=stop_after, resume=resume, checkpoint=checkpoint,
-                          validate=validator(dataset, fields, params, frozen), dist_info=dist_info,
+                          validate=validator(dataset, fields, params, frozen, encoded), dist_info=dist_info,
                           progress=progress)
     result = fine_tune(encoder, data, spec, options)
     if result.stopped_early:
@@ -73,7 +74,8 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
         return result
     # every rank re-encodes its shard (fine_tune left rank 0's weights on all); rank 0 writes
     if frozen is None:
-        embeddings = embed_dataset(encoder, dataset, params.dense, fields, dist_info)
+        documents = encoded.get(encoder.model) if encoded is not None else None
+        embeddings = embed_dataset(encoder, dataset, params.dense, fields, dist_info, documents)
     else:
         embeddings = with_queries_of(encoder, dataset, frozen, params.dense, dist_info)
     if dist_info.main:
@@ -93,9 +95,11 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     return result
 
 
-def validator(dataset: Dataset, fields: list[str], params: Params, frozen=None) -> Callable[[object], dict] | None:
+def validator(dataset: Dataset, fields: list[str], params: Params, frozen=None,
+              encoded: EncodedDocuments | None = None) -> Callable[[object], dict] | None:
     """Score the val queries against the whole corpus with :func:`dense_means` (None: no val query);
-    with ``frozen`` (embeddings), against its documents: only the queries are re-encoded."""
+    with ``frozen`` (embeddings), against its documents: only the queries are re-encoded. ``encoded``
+    keeps the corpus embeddings each validation makes (for the stage's final encode)."""
     qrels = {q: j for q, j in dataset.qrels.get("val", {}).items() if any(r > 0 for r in j.values())}
     if not qrels:
         return None
@@ -104,7 +108,7 @@ def validator(dataset: Dataset, fields: list[str], params: Params, frozen=None) 
     documents = None if frozen is None else (frozen.doc_ids, frozen.doc_embeddings)
     measures = list(params.evaluate.measures)
     return lambda encoder: dense_means(encoder, qrels, query_texts, doc_texts, params.dense,
-                                       params.retrieve.depth, measures, documents)
+                                       params.retrieve.depth, measures, documents, encoded)
 
 
 def write_live(live_dir: str | Path, result: TrainResult) -> None:

@@ -27,10 +27,12 @@ def _top_stable(row: np.ndarray, k: int) -> np.ndarray:
 
 def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: dict[str, str],
                 dense: DenseParams, depth: int, measures: list[str],
-                documents: tuple[list[str], np.ndarray] | None = None) -> dict[str, float]:
+                documents: tuple[list[str], np.ndarray] | None = None,
+                encoded: "EncodedDocuments | None" = None) -> dict[str, float]:
     """Encode queries and documents, rank every document by dot product, return the mean of each measure.
 
     ``documents``: (ids, N x H embeddings) to rank instead of encoding ``doc_texts`` (a query-side model).
+    ``encoded``: keeps the document embeddings this call made, under the weights' digest.
     """
     from ..metrics import measure_run
 
@@ -41,6 +43,8 @@ def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: di
         doc_ids = list(doc_texts)
         d = encoder.encode([doc_texts[i] for i in doc_ids], dense.batch_size, dense.max_seq_length,
                            dense.bf16)  # N x H
+        if encoded is not None:
+            encoded.keep(encoder.model, d, encoder.last_truncated)
     else:
         doc_ids, d = list(documents[0]), documents[1]  # N x H
     k = min(depth, len(doc_ids))
@@ -51,3 +55,31 @@ def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: di
         for i, row in enumerate(scores):
             run[query_ids[start + i]] = {doc_ids[j]: float(row[j]) for j in _top_stable(row, k)}
     return measure_run(qrels, run, measures).means
+
+
+class EncodedDocuments:
+    """The corpus embeddings validation made, by the digest of the weights that made them.
+
+    The train stage's final encode of the documents repeats what a validation of the same weights
+    did (the selected epoch's, or the last one's): the same texts, order and settings in the same
+    process give the same bytes, so it takes them from here (on SciFact a full re-encode costs a
+    minute or more on CPU). Matrices are kept while they fit in ``budget_bytes``; one that does not
+    fit is not kept, and the stage encodes again.
+    """
+
+    def __init__(self, budget_bytes: int = 1 << 29):
+        self.budget_bytes = budget_bytes
+        self._kept: dict[str, tuple[np.ndarray, int]] = {}
+
+    def keep(self, model, matrix: np.ndarray, truncated: int) -> None:
+        from .checkpoint import weights_digest
+
+        used = sum(m.nbytes for m, _ in self._kept.values())
+        if used + matrix.nbytes <= self.budget_bytes:
+            self._kept[weights_digest(model)] = (matrix, truncated)
+
+    def get(self, model) -> tuple[np.ndarray, int] | None:
+        """(N x H embeddings, documents truncated) made by ``model``'s exact weights, or None."""
+        from .checkpoint import weights_digest
+
+        return self._kept.get(weights_digest(model)) if self._kept else None
