@@ -76,17 +76,12 @@ def second_pipeline_run(_pipeline_runs):
 
 
 @pytest.fixture
-def one_thread_while_pipelines_run(_pipeline_runs) -> int:
-    """torch's threads for a long encode in this process: 1 while a background pipeline run holds a core.
-
-    The cores are then full: a second thread adds no throughput, only synchronisation (about 10% more
-    CPU for the same encode, measured), which the background runs would have used.
-    """
-    import torch
-
-    if any(run.running() for run in _pipeline_runs.values()):
-        torch.set_num_threads(1)  # restored after the test (_torch_threads_restored)
-    return torch.get_num_threads()
+def cores_shared(_pipeline_runs) -> bool:
+    """Whether a background pipeline run still holds a core: a long computation in a test then runs on
+    one thread at low priority (``pipeline_fixtures.LOW_PRIORITY``), behind the first run, which the
+    pipeline tests wait for. A second thread would add no throughput, only synchronisation (about 10%
+    more CPU for the same encode, measured)."""
+    return any(run.running() for run in _pipeline_runs.values())
 
 
 @pytest.fixture
