@@ -10,6 +10,7 @@ from pipeline_fixtures import (
     Background,
     build_pipeline,
     clone_working_tree,
+    encode_in_background,
     second_run_killed_and_recovered,
     stage_graph,
     stop_all,
@@ -23,8 +24,9 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-# Fixtures that are whole pipeline runs, started in the background before the first test (see below).
-PIPELINE_RUNS = ("built_pipeline", "second_pipeline_run")
+# Fixtures that are long background jobs (two whole pipeline runs, SciFact's corpus encode), started
+# before the first test (see below).
+PIPELINE_RUNS = ("built_pipeline", "second_pipeline_run", "scifact_base_encoding")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -34,7 +36,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """
     def rank(item: pytest.Item) -> int:
         names = set(getattr(item, "fixturenames", ()))
-        return 2 if "second_pipeline_run" in names else 1 if "built_pipeline" in names else 0
+        return 2 if names & {"second_pipeline_run", "scifact_base_encoding"} else 1 if "built_pipeline" in names else 0
 
     items.sort(key=rank)  # stable: the order within each group is kept
 
@@ -54,6 +56,9 @@ def _pipeline_runs(request, tmp_path_factory) -> dict[str, Background]:
     if "second_pipeline_run" in wanted:
         second = clone_working_tree(tmp_path_factory.mktemp("second") / "repo")
         runs["second_pipeline_run"] = Background(second_run_killed_and_recovered, second, stage_graph(second))
+    if "scifact_base_encoding" in wanted and (SCIFACT / "corpus.jsonl").exists():
+        runs["scifact_base_encoding"] = Background(encode_in_background, SCIFACT,
+                                                   tmp_path_factory.mktemp("scifact") / "emb")
     yield runs
     stop_all()
 
@@ -75,16 +80,14 @@ def second_pipeline_run(_pipeline_runs):
     return _pipeline_runs["second_pipeline_run"].result()
 
 
-@pytest.fixture
-def cores_shared(_pipeline_runs) -> bool:
-    """Whether a background pipeline run still holds a core: a long computation in a test then runs on
-    one thread at low priority (``pipeline_fixtures.LOW_PRIORITY``), behind the first run, which the
-    pipeline tests wait for. A second thread would add no throughput, only synchronisation (about 10%
-    more CPU for the same encode, measured)."""
-    return any(run.running() for run in _pipeline_runs.values())
+@pytest.fixture(scope="session")
+def scifact_base_encoding(scifact_dir, _pipeline_runs):
+    """The ``encode`` command's embeddings folder of SciFact with the base model (a ``Path``), made in the
+    background (``pipeline_fixtures.encode_in_background``)."""
+    return _pipeline_runs["scifact_base_encoding"].result()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def scifact_dir() -> Path:
     if not (SCIFACT / "corpus.jsonl").exists():
         pytest.skip(f"SciFact not found at {SCIFACT} (the shared data folder is absent)")

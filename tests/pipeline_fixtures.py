@@ -44,8 +44,8 @@ KILLED_STAGE, KILLED_OUTPUT, KILLED_FILE = "mine@hard", MINED_HARD, "negatives.j
 NOT_REPEATED_VARIANTS = ("random", "temperature")
 
 # The first clean run is the suite's critical path (about 5 minutes of one core, and the pipeline
-# tests wait for it); the second run is read only by the last test. It runs at a lower priority
-# (as does SciFact's long encode, test_scifact.py) so that it uses what the others leave idle.
+# tests wait for it); the second run and SciFact's corpus encode are read only by the last tests.
+# They run at a lower priority, so that they use what the first run and the other tests leave idle.
 LOW_PRIORITY = ["nice", "-n", "10"]
 
 _running: set[subprocess.Popen] = set()
@@ -289,3 +289,14 @@ def second_run_killed_and_recovered(repo: Path, graph: dict) -> KilledRun:
     build = Build(repo, time.perf_counter() - started, before, hashes, uncached)  # log: before the kill
     return KilledRun(build, killed, recovery, sorted(p.name for p in target.parent.glob(f".{target.name}.tmp-*")),
                      stages)
+
+
+def encode_in_background(dataset: Path, output: Path) -> Path:
+    """``retrieval-lab encode`` of ``dataset`` with the base model into ``output``, at low priority (bf16
+    where the CPU computes it natively, as ``dense.bf16: true`` does); returns ``output``."""
+    from retrieval_lab.encoder import native_bf16
+
+    precision = ["--set", "dense.bf16=true"] if native_bf16() else []
+    sh([*LOW_PRIORITY, "retrieval-lab", "encode", "--dataset", str(dataset), "--output", str(output), *precision],
+       REPO)
+    return output
