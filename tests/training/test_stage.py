@@ -117,15 +117,21 @@ def _texts(dataset_dir: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("select", ["best", "last"])
-def test_final_documents_come_from_the_validation_of_the_same_weights(toy, tmp_path, monkeypatch, select):
-    """The stage's final corpus encode is the selected weights' validation encode, reused: the same bytes
-    a fresh encode of the saved model gives, and one corpus encode fewer."""
+def test_corpus_encodes_come_from_the_base_embeddings_and_the_validation_of_the_same_weights(
+        toy, tmp_path, monkeypatch, select):
+    """The first validation (the base model) ranks the base embeddings folder's documents, and the final
+    embeddings are the selected weights' validation encode: the bytes a fresh encode gives, with two
+    corpus encodes fewer. Base embeddings made with other settings are not taken."""
     from retrieval_lab.encoder import Encoder
 
     dataset_dir, negatives, _ = toy
     model_dir = tmp_path / "tiny"
     tiny_encoder().save(model_dir)
     params = _params(tmp_path, model_dir, select=select)
+    base, other = tmp_path / "base", tmp_path / "base-other"
+    encode_dataset(load(model_dir, "cpu"), load_dataset(dataset_dir), base, params.dense, ["title", "text"])
+    encode_dataset(load(model_dir, "cpu"), load_dataset(dataset_dir), other,
+                   dataclasses.replace(params.dense, batch_size=4), ["title", "text"])
     corpus_encodes = []
     encode = Encoder.encode
 
@@ -134,13 +140,22 @@ def test_final_documents_come_from_the_validation_of_the_same_weights(toy, tmp_p
         return encode(self, texts, *args, **kwargs)
 
     monkeypatch.setattr(Encoder, "encode", counting)
-    result = training.run_training(params, dataset_dir, negatives, "hard", tmp_path / "m", tmp_path / "e",
-                                   tmp_path / "l", progress=False)
-    # validations at steps 0, 3 and 6 each encode the corpus; the final embeddings add none
-    assert [v["step"] for v in result.validation] == [0, 3, 6] and len(corpus_encodes) == 3
+    results = {}
+    for name, folder in (("base", base), ("other", other), ("none", None)):
+        corpus_encodes.clear()
+        results[name] = training.run_training(params, dataset_dir, negatives, "hard", tmp_path / name / "m",
+                                              tmp_path / name / "e", tmp_path / name / "l",
+                                              base_embeddings=folder, progress=False)
+        assert [v["step"] for v in results[name].validation] == [0, 3, 6]
+        # validations at steps 0, 3, 6 encode the corpus but for step 0 with matching base embeddings;
+        # the final embeddings add no encode
+        assert len(corpus_encodes) == (2 if name == "base" else 3), name
     monkeypatch.setattr(Encoder, "encode", encode)
-    emb = load_embeddings(tmp_path / "e")
-    fresh = load(tmp_path / "m", "cpu").encode(_texts(dataset_dir), 8, 16)
-    assert emb.doc_embeddings.tobytes() == fresh.tobytes()  # same process, same settings: same bytes
+    # the same validation scores and the same bytes, whichever way the documents came
+    assert results["base"].validation == results["none"].validation == results["other"].validation
+    for name in ("base", "other", "none"):
+        emb = load_embeddings(tmp_path / name / "e")
+        fresh = load(tmp_path / name / "m", "cpu").encode(_texts(dataset_dir), 8, 16)
+        assert emb.doc_embeddings.tobytes() == fresh.tobytes(), name  # same process, same settings
     if select == "last":
-        assert result.selected_step is None
+        assert results["base"].selected_step is None

@@ -61,10 +61,16 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     # both limits before training: the final encode reads dense.max_seq_length only after every step
     encoder.check_max_length(train.max_seq_length, "train.max_seq_length")
     encoder.check_max_length(params.dense.max_seq_length, "dense.max_seq_length")
-    fp = fingerprint(weights_digest(encoder.model), spec, data, dist_info.world)
+    base_digest = weights_digest(encoder.model)
+    fp = fingerprint(base_digest, spec, data, dist_info.world)
     if stop_after is not None and checkpoint is None:
         checkpoint = default_checkpoint(model_out)
-    encoded = EncodedDocuments() if frozen is None and dist_info.world == 1 else None
+    encoded = None
+    if frozen is None and dist_info.world == 1:
+        encoded = EncodedDocuments()
+        if base_embeddings is not None:
+            _keep_base_documents(encoded, base_digest, load_embeddings(base_embeddings), encoder, dataset,
+                                 fields, params)
     options = LoopOptions(fp, stop_after=stop_after, resume=resume, checkpoint=checkpoint,
                           validate=validator(dataset, fields, params, frozen, encoded), dist_info=dist_info,
                           progress=progress)
@@ -74,7 +80,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
         return result
     # every rank re-encodes its shard (fine_tune left rank 0's weights on all); rank 0 writes
     if frozen is None:
-        documents = encoded.get(encoder.model) if encoded is not None else None
+        documents = encoded.get(encoded.digest(encoder.model)) if encoded is not None else None
         embeddings = embed_dataset(encoder, dataset, params.dense, fields, dist_info, documents)
     else:
         embeddings = with_queries_of(encoder, dataset, frozen, params.dense, dist_info)
@@ -93,6 +99,20 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
         write_live(live_dir, result)
     end_distributed(dist_info)
     return result
+
+
+def _keep_base_documents(encoded: EncodedDocuments, digest: str, base, encoder, dataset: Dataset,
+                         fields: list[str], params: Params) -> None:
+    """The base model's documents from its embeddings folder, when one process made them with this model,
+    on this device, with these settings, in corpus order: then they are the bytes an encode here gives."""
+    report = base.report
+    made_alike = (report.get("model") == encoder.source and report.get("device") == str(encoder.device)
+                  and "processes" not in report and report.get("fields") == list(fields)
+                  and report.get("max_seq_length") == params.dense.max_seq_length
+                  and report.get("batch_size") == params.dense.batch_size
+                  and report.get("bf16") == params.dense.bf16 and list(base.doc_ids) == list(dataset.corpus))
+    if made_alike:
+        encoded.keep(digest, base.doc_embeddings, int(report.get("truncated_documents", 0)))
 
 
 def validator(dataset: Dataset, fields: list[str], params: Params, frozen=None,

@@ -41,10 +41,15 @@ def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: di
                        dense.bf16)  # Q x H
     if documents is None:
         doc_ids = list(doc_texts)
-        d = encoder.encode([doc_texts[i] for i in doc_ids], dense.batch_size, dense.max_seq_length,
-                           dense.bf16)  # N x H
-        if encoded is not None:
-            encoded.keep(encoder.model, d, encoder.last_truncated)
+        digest = encoded.digest(encoder.model) if encoded is not None else None
+        made = encoded.get(digest) if encoded is not None else None
+        if made is not None:
+            d = made[0]  # N x H, by these exact weights
+        else:
+            d = encoder.encode([doc_texts[i] for i in doc_ids], dense.batch_size, dense.max_seq_length,
+                               dense.bf16)  # N x H
+            if encoded is not None:
+                encoded.keep(digest, d, encoder.last_truncated)
     else:
         doc_ids, d = list(documents[0]), documents[1]  # N x H
     k = min(depth, len(doc_ids))
@@ -58,28 +63,31 @@ def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: di
 
 
 class EncodedDocuments:
-    """The corpus embeddings validation made, by the digest of the weights that made them.
+    """The corpus embeddings of one set of weights, kept by the weights' digest and used instead of an
+    encode of the same texts with the same settings (same process or encode stage: the same bytes).
 
-    The train stage's final encode of the documents repeats what a validation of the same weights
-    did (the selected epoch's, or the last one's): the same texts, order and settings in the same
-    process give the same bytes, so it takes them from here (on SciFact a full re-encode costs a
-    minute or more on CPU). Matrices are kept while they fit in ``budget_bytes``; one that does not
-    fit is not kept, and the stage encodes again.
+    Two encodes are saved per training: the first validation (the base model) takes the base model's
+    embeddings folder, which the ``encode`` stage already made; the stage's final encode takes the
+    selected weights' validation encode (the selected epoch's, or the last one's). On SciFact each is
+    a minute or more on CPU. Matrices are kept while they fit in ``budget_bytes``; one that does not
+    fit is not kept, and is encoded again when needed.
     """
 
     def __init__(self, budget_bytes: int = 1 << 29):
         self.budget_bytes = budget_bytes
         self._kept: dict[str, tuple[np.ndarray, int]] = {}
 
-    def keep(self, model, matrix: np.ndarray, truncated: int) -> None:
+    @staticmethod
+    def digest(model) -> str:
         from .checkpoint import weights_digest
 
+        return weights_digest(model)
+
+    def keep(self, digest: str, matrix: np.ndarray, truncated: int) -> None:
         used = sum(m.nbytes for m, _ in self._kept.values())
         if used + matrix.nbytes <= self.budget_bytes:
-            self._kept[weights_digest(model)] = (matrix, truncated)
+            self._kept[digest] = (matrix, truncated)
 
-    def get(self, model) -> tuple[np.ndarray, int] | None:
-        """(N x H embeddings, documents truncated) made by ``model``'s exact weights, or None."""
-        from .checkpoint import weights_digest
-
-        return self._kept.get(weights_digest(model)) if self._kept else None
+    def get(self, digest: str) -> tuple[np.ndarray, int] | None:
+        """(N x H embeddings, documents truncated) made by the weights of ``digest``, or None."""
+        return self._kept.get(digest)
