@@ -53,10 +53,6 @@ def _pipeline_runs(request, tmp_path_factory) -> dict[str, Background]:
     runs = {}
     if wanted:
         runs["built_pipeline"] = Background(build_pipeline, tmp_path_factory.mktemp("pipeline") / "repo")
-        # The first run is the critical path (one core for about 5 minutes, then the pipeline tests):
-        # this thread, the tests it runs and what it starts from here on yield to it (Linux: per thread,
-        # so the run's thread, started above, keeps its priority).
-        os.nice(5)
     if "second_pipeline_run" in wanted:
         second = clone_working_tree(tmp_path_factory.mktemp("second") / "repo")
         runs["second_pipeline_run"] = Background(second_run_killed_and_recovered, second, stage_graph(second))
