@@ -136,9 +136,6 @@ class Background:
         except BaseException as exc:  # noqa: BLE001 - handed to the test that waits for it
             self._error = exc
 
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
     def result(self):
         self._thread.join()
         if self._error is not None:

@@ -80,7 +80,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
         return result
     # every rank re-encodes its shard (fine_tune left rank 0's weights on all); rank 0 writes
     if frozen is None:
-        documents = encoded.get(encoded.digest(encoder.model)) if encoded is not None else None
+        documents = encoded.get(weights_digest(encoder.model)) if encoded is not None else None
         embeddings = embed_dataset(encoder, dataset, params.dense, fields, dist_info, documents)
     else:
         embeddings = with_queries_of(encoder, dataset, frozen, params.dense, dist_info)

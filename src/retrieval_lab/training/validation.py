@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.params import DenseParams
+from .checkpoint import weights_digest
 
 _SCORES_BUDGET = 1 << 24  # query x document scores held at once (64 MiB of float32)
 
@@ -41,7 +42,7 @@ def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: di
                        dense.bf16)  # Q x H
     if documents is None:
         doc_ids = list(doc_texts)
-        digest = encoded.digest(encoder.model) if encoded is not None else None
+        digest = weights_digest(encoder.model) if encoded is not None else None
         made = encoded.get(digest) if encoded is not None else None
         if made is not None:
             d = made[0]  # N x H, by these exact weights
@@ -76,12 +77,6 @@ class EncodedDocuments:
     def __init__(self, budget_bytes: int = 1 << 29):
         self.budget_bytes = budget_bytes
         self._kept: dict[str, tuple[np.ndarray, int]] = {}
-
-    @staticmethod
-    def digest(model) -> str:
-        from .checkpoint import weights_digest
-
-        return weights_digest(model)
 
     def keep(self, digest: str, matrix: np.ndarray, truncated: int) -> None:
         used = sum(m.nbytes for m, _ in self._kept.values())
