@@ -167,11 +167,14 @@ DVC_YAML = """stages:
 """
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t"}
+
+
 def _sh(repo: Path, *cmd: str) -> str:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=120,
+    done = subprocess.run(cmd, cwd=repo, env=_env(), capture_output=True, text=True, timeout=120,
                           check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -283,14 +286,21 @@ def test_a_queued_seed_sweep_reaches_data_beside_the_repository_and_makes_one_ta
     _sh(repo, "ln", "-sfn", "../../../../shared", ".dvc/tmp/exps/shared")
     for seed in (1, 2, 3):
         _sh(repo, dvc, "exp", "run", "--queue", "-n", f"seed{seed}", "-S", f"train.seed={seed}")
-    _sh(repo, dvc, "queue", "start", "-j", "2")
-    for _ in range(240):
+    # the workers it starts are daemons that inherit its stdout/stderr: a captured pipe stays open until the last
+    # task ends, which on a loaded machine outlasts any timeout. Their output goes to a file instead.
+    with (tmp_path / "queue-start.log").open("w") as log:
+        started = subprocess.run([dvc, "queue", "start", "-j", "2"], cwd=repo, stdout=log, stderr=log, timeout=120,
+                                 env=_env(), check=False)
+    assert started.returncode == 0, (tmp_path / "queue-start.log").read_text()
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
         status = _sh(repo, dvc, "queue", "status")
         if not any(word in status for word in ("Queued", "Running")):
             break
         time.sleep(0.5)
     assert status.count("Success") == 3, status
-    for _ in range(120):  # a task can report Success a moment before its experiment's ref is collected
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # a task can report Success a moment before its experiment's ref is collected
         shown = _sh(repo, dvc, "exp", "show", "--csv", "--only-changed")
         if all(f"seed{s}" in shown for s in (1, 2, 3)):
             break
