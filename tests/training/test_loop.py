@@ -163,6 +163,25 @@ def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
     assert runs[None][0]["train"]["max_grad_norm"] is None and runs[1e-9][0]["train"]["max_grad_norm"] == 1e-9
 
 
+def test_cpu_bf16_autocast_is_asked_for_and_changes_the_training_only_by_rounding(toy):
+    # train.bf16 runs the forward pass under bf16 autocast on CPU: bf16 keeps 8 bits of mantissa, so the
+    # first loss moves by rounding only (|d| < 1e-2 on a loss near log(batch)), while the weights after two
+    # steps differ from fp32's and the fingerprint tells the runs apart (a resume cannot mix them).
+    _, _, data = toy
+    runs = {}
+    for bf16 in (False, True):
+        params = dataclasses.replace(TINY, bf16=bf16)
+        encoder = tiny_encoder(dropout=0.0)  # the same forward pass but for the arithmetic's precision
+        first_loss = train_step(encoder, make_batch(data.examples[:5], data.relevant), data, _spec(params)).item()
+        encoder = tiny_encoder()
+        fp = fingerprint(weights_digest(encoder.model), _spec(params), data)
+        fine_tune(encoder, data, _spec(params), LoopOptions(fp, stop_after=2, progress=False))
+        runs[bf16] = (fp, weights_digest(encoder.model), first_loss)
+    assert runs[False][1] != runs[True][1]
+    assert runs[True][2] == pytest.approx(runs[False][2], abs=1e-2) and runs[True][2] != runs[False][2]
+    assert (runs[False][0]["train"]["bf16"], runs[True][0]["train"]["bf16"]) == (False, True)
+
+
 @pytest.mark.parametrize("schedule, expected", [
     # total 10 steps, warmup ceil(0.2 * 10) = 2: steps 0, 1 at 1/3, 2/3 of lr; then t = (step - 2) / 8
     ("constant", [1 / 3, 2 / 3, 1, 1, 1, 1, 1, 1, 1, 1]),

@@ -210,6 +210,9 @@ class TrainParams(Section):
     # clip the global gradient norm (sentence-transformers uses 1.0); null: off
     max_grad_norm: float | None = param(None, ABOVE_ZERO)
     max_seq_length: int = param(256, POSITIVE)
+    # the forward pass under bf16 autocast on CPU (fp32 master weights and optimizer); pays off only on a CPU with
+    # native bf16 (AVX512-BF16 / AMX: scripts/check_environment.py says). CUDA trains under bf16 autocast always
+    bf16: bool = False
     positives_per_query: int = param(2, POSITIVE)  # annotated positives every training query must have ...
     positives_at_least: bool = False  # ... at least (true) or exactly (false) that many
     validate_every: int = param(0, NON_NEGATIVE)  # steps; 0 = once per epoch
