@@ -277,9 +277,8 @@ def test_a_queued_seed_sweep_reaches_data_beside_the_repository_and_makes_one_ta
     _sh(repo, "git", "add", ".")
     _sh(repo, "git", "commit", "-qm", "init")
     # a queued experiment runs in .dvc/tmp/exps/<tmp>/, where ../../../shared is .dvc/tmp/exps/shared
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     bad = subprocess.run([dvc, "exp", "run", "--temp", "-n", "broken"], cwd=repo, capture_output=True, text=True,
-                         env={**os.environ, "PATH": path}, timeout=120, check=False)
+                         env=_env(), timeout=120, check=False)
     assert bad.returncode != 0 and "data/raw/ext" in bad.stdout + bad.stderr
     # the recipe's setup line: ../../../shared from any temp workspace is the repository's ../shared
     _sh(repo, "mkdir", "-p", ".dvc/tmp/exps")
