@@ -182,6 +182,27 @@ def test_cpu_bf16_autocast_is_asked_for_and_changes_the_training_only_by_roundin
     assert (runs[False][0]["train"]["bf16"], runs[True][0]["train"]["bf16"]) == (False, True)
 
 
+def test_frozen_word_embeddings_stay_the_base_models_while_the_rest_trains(toy):
+    # train.freeze_word_embeddings keeps the input token vectors bit for bit (no gradient, no AdamW state, no
+    # weight decay), while every other weight still moves; unfrozen, the same two steps move the token rows
+    # the batches use. The fingerprint tells the runs apart.
+    _, _, data = toy
+    runs = {}
+    for frozen in (False, True):
+        params = dataclasses.replace(TINY, freeze_word_embeddings=frozen)
+        encoder = tiny_encoder()
+        before = {n: p.detach().clone() for n, p in encoder.model.named_parameters()}
+        fp = fingerprint(weights_digest(encoder.model), _spec(params), data)
+        fine_tune(encoder, data, _spec(params), LoopOptions(fp, stop_after=2, progress=False))
+        moved = {n for n, p in encoder.model.named_parameters() if not torch.equal(p.detach(), before[n])}
+        runs[frozen] = (fp, moved)
+    words = "embeddings.word_embeddings.weight"
+    assert words in runs[False][1] and words not in runs[True][1]
+    assert runs[True][1] == runs[False][1] - {words} and len(runs[True][1]) > 10
+    assert (runs[False][0]["train"]["freeze_word_embeddings"], runs[True][0]["train"]["freeze_word_embeddings"]) \
+        == (False, True)
+
+
 @pytest.mark.parametrize("schedule, expected", [
     # total 10 steps, warmup ceil(0.2 * 10) = 2: steps 0, 1 at 1/3, 2/3 of lr; then t = (step - 2) / 8
     ("constant", [1 / 3, 2 / 3, 1, 1, 1, 1, 1, 1, 1, 1]),

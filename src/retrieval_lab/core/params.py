@@ -213,6 +213,9 @@ class TrainParams(Section):
     # the forward pass under bf16 autocast on CPU (fp32 master weights and optimizer); pays off only on a CPU with
     # native bf16 (AVX512-BF16 / AMX: scripts/check_environment.py says). CUDA trains under bf16 autocast always
     bf16: bool = False
+    # keep the word-embedding matrix (the input token vectors) as the base model has it: a token only unlabelled
+    # documents use then keeps its place beside the tokens training moves, and AdamW updates half the weights
+    freeze_word_embeddings: bool = False
     positives_per_query: int = param(2, POSITIVE)  # annotated positives every training query must have ...
     positives_at_least: bool = False  # ... at least (true) or exactly (false) that many
     validate_every: int = param(0, NON_NEGATIVE)  # steps; 0 = once per epoch

@@ -99,6 +99,8 @@ def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions
         torch.manual_seed(params.seed)
         dist_info = options.dist_info
         model = encoder.model
+        if params.freeze_word_embeddings:
+            model.get_input_embeddings().weight.requires_grad_(False)
         optimizer = _optimizer(model, params)
         _, total = total_steps(params, len(data.examples), dist_info.world)
         scheduler = _schedule(optimizer, params, total)
@@ -215,8 +217,9 @@ def total_steps(params: TrainParams, n_examples: int, world: int = 1) -> tuple[i
 
 
 def _optimizer(model: torch.nn.Module, params: TrainParams) -> torch.optim.Optimizer:
-    decay = [p for n, p in model.named_parameters() if not n.endswith(NO_DECAY)]
-    no_decay = [p for n, p in model.named_parameters() if n.endswith(NO_DECAY)]
+    trained = [(n, p) for n, p in model.named_parameters() if p.requires_grad]  # frozen weights get no state
+    decay = [p for n, p in trained if not n.endswith(NO_DECAY)]
+    no_decay = [p for n, p in trained if n.endswith(NO_DECAY)]
     return torch.optim.AdamW([{"params": decay, "weight_decay": params.weight_decay},
                               {"params": no_decay, "weight_decay": 0.0}], lr=params.lr)
 
