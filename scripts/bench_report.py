@@ -350,26 +350,49 @@ def _value(metrics: dict, measure: str) -> str:
     return f"{metrics[measure]:.4f}" if isinstance(metrics.get(measure), (int, float)) else "-"
 
 
-def quality_section(folder: Path | None, label: str | None = None) -> list[str]:
-    """Every SciFact run's test measures, then ours against the published figures and the goals."""
+def _stratum(metrics: dict, stratum: str, measure: str = "nDCG@10") -> str:
+    """A stratum's mean and its query count, e.g. ``0.6923 (168)``; ``-`` when the stratum is absent."""
+    part = metrics.get(stratum)
+    if not isinstance(part, dict) or not isinstance(part.get(measure), (int, float)):
+        return "-"
+    return f"{part[measure]:.4f} ({part.get('queries', '?')})"
+
+
+def _load_sibling(name: str):
+    """A module of this scripts/ folder, by path (this file is also loaded by path, from the tests)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def quality_section(folder: Path | None, label: str | None = None, seeds: list[Path] | None = None) -> list[str]:
+    """Every SciFact run's test measures with its seen / unseen split, ours against the published figures
+    and the goals, the paired comparisons; with ``seeds`` (the metrics folders of several training seeds,
+    ``folder`` among them), each run's spread over them."""
     from retrieval_lab.comparison import Comparisons, to_markdown
 
     found = _read_metrics(folder)
     where = f"`{folder}`" if folder else "no folder given"
     lines = [f"## SciFact quality (test split){': ' + label if label else ''}", "",
              (f"From the evaluate stage's metrics ({where}; `dvc repro` with `dataset: scifact`). "
-             "AP@10 is MAP@10 as MTEB reports it."), ""]
+              "AP@10 is MAP@10 as MTEB reports it. A test query is *seen* when one of its relevant documents "
+              "is a positive of a training query, *unseen* otherwise (nDCG@10 of each stratum, its queries "
+              "in parentheses): the unseen column is what fine-tuning carries over to documents it never saw."),
+             ""]
     runs = list(SCIFACT_RUNS) + [r for r in found if r not in SCIFACT_RUNS]
     rows = []
     for run in runs:
         if run not in found:
-            rows.append([run, SCIFACT_RUNS.get(run, ""), "not run", *[""] * len(QUALITY_MEASURES)])
+            rows.append([run, SCIFACT_RUNS.get(run, ""), "not run", *[""] * (len(QUALITY_MEASURES) + 2)])
             continue
         m = found[run]
         rows.append([run, SCIFACT_RUNS.get(run, ""), *[_value(m, k) for k in QUALITY_MEASURES],
-                     str(m.get("queries_evaluated", "-"))])
-    lines += _table(["run", "what", *QUALITY_MEASURES, "queries"], rows,
-                    "|---|---|" + "---:|" * (len(QUALITY_MEASURES) + 1))
+                     _stratum(m, "seen"), _stratum(m, "unseen"), str(m.get("queries_evaluated", "-"))])
+    lines += _table(["run", "what", *QUALITY_MEASURES, "nDCG@10 seen", "nDCG@10 unseen", "queries"], rows,
+                    "|---|---|" + "---:|" * (len(QUALITY_MEASURES) + 3))
     rows = []
     for ref in REFERENCES:
         figure = "-" if ref.figure is None else f"{ref.figure:.3f}"
@@ -387,6 +410,13 @@ def quality_section(folder: Path | None, label: str | None = None) -> list[str]:
     if compare and compare.exists():
         text = to_markdown(Comparisons.from_json(json.loads(compare.read_text(encoding="utf-8"))))
         lines += ["", text.replace("# Paired comparison", "### Paired comparison", 1).rstrip("\n")]
+    if seeds and len(seeds) > 1:
+        spread = _load_sibling("seed_spread")
+        table = spread.spread(list(seeds))
+        names = ", ".join(f"`{s}`" for s in seeds)
+        lines += ["", f"### Spread over {len(seeds)} training seeds", "",
+                  f"The same command with each seed's metrics folder ({names}); `scripts/seed_spread.py`.", "",
+                  spread.to_markdown(table, "nDCG@10", len(seeds)).rstrip("\n")]
     return lines
 
 
@@ -485,9 +515,12 @@ def timings_section(paths: list[Path]) -> list[str]:
 
 
 def build_report(results: dict[str, dict | None], manifest: dict, results_dir: str,
-                 metrics_dirs: Path | None | list[tuple[str | None, Path]], timings: list[Path], current: dict,
-                 now: str, finetune: dict | None = None, scale: dict | None = None) -> str:
-    """``metrics_dirs``: one SciFact metrics folder, or (label, folder) pairs for several configurations."""
+                 metrics_dirs: Path | None | list[tuple[str | None, Path | list[Path]]], timings: list[Path],
+                 current: dict, now: str, finetune: dict | None = None, scale: dict | None = None,
+                 invocation: list[str] | None = None) -> str:
+    """``metrics_dirs``: one SciFact metrics folder, or (label, folder) pairs for several configurations; a list
+    of folders in place of one: the training seeds of that configuration (the first shown, all in the spread).
+    ``invocation``: this script's arguments that made the page, shown in its head."""
     speed, machine = speed_section(results, manifest, results_dir, current)
     quick = any(e.get("quick") for n, e in manifest.items() if results.get(n) is not None)
     head = ["# Benchmarks", "",
@@ -495,12 +528,16 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
             "`.venv/bin/python scripts/bench_report.py --scifact-metrics metrics/scifact --timings "
             "bench-results/repro.json`; `--skip-run` rebuilds this page from the results already in "
             f"`{results_dir}/`.")]
+    if invocation is not None:
+        head += ["", f"This page: `.venv/bin/python scripts/bench_report.py {shlex.join(invocation)}`."]
     if quick:
         head += ["", ("**Some speed figures below come from `--quick` settings: smoke checks, not the reference "
                  "benchmarks.**")]
     if not isinstance(metrics_dirs, list):
         metrics_dirs = [(None, metrics_dirs)]
-    parts = [head, machine, speed, *(quality_section(folder, label) for label, folder in metrics_dirs),
+    sections = [quality_section(where[0], label, where) if isinstance(where, list) else quality_section(where, label)
+                for label, where in metrics_dirs]
+    parts = [head, machine, speed, *sections,
              finetune_section(finetune, results_dir), scale_section(scale, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
@@ -533,6 +570,12 @@ def run_benchmarks(benches: list[Bench], results_dir: Path, shown_dir: str, quic
     return [b.name for b in benches if manifest[b.name]["returncode"]]
 
 
+def _metrics_argument(item: str) -> tuple[str | None, list[Path]]:
+    """``[LABEL=]FOLDER[,FOLDER...]``: the first folder is shown; several are training seeds of one command."""
+    label, _, folders = item.rpartition("=") if "=" in item else (None, "", item)
+    return label, [Path(f) for f in folders.split(",") if f]
+
+
 def main(argv: list[str] | None = None) -> int:
     from retrieval_lab.core.atomic import write_text
 
@@ -543,7 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", default="bench-results")
     parser.add_argument("--scifact-metrics", nargs="+", default=["metrics/scifact"],
                         help="the evaluate stage's metrics folder for SciFact (missing runs shown as 'not run'); "
-                             "several as LABEL=FOLDER")
+                             "several configurations as LABEL=FOLDER; LABEL=FOLDER,FOLDER,... for the training "
+                             "seeds of one configuration (the first is shown, all give the spread)")
     parser.add_argument("--timings", nargs="*", default=[], help="scripts/time_repro.py JSON files")
     parser.add_argument("--output", default="docs/benchmarks.md")
     args = parser.parse_args(argv)
@@ -557,13 +601,13 @@ def main(argv: list[str] | None = None) -> int:
                        args.results_dir.rstrip("/"), args.quick, manifest)
     results = {b.name: json.loads(p.read_text(encoding="utf-8")) if (p := results_dir / f"{b.name}.json").exists()
                else None for b in BENCHES}
-    metrics_dirs = [(item.split("=", 1)[0], Path(item.split("=", 1)[1])) if "=" in item else (None, Path(item))
-                    for item in args.scifact_metrics]
+    metrics_dirs = [_metrics_argument(item) for item in args.scifact_metrics]
     finetune, scale = results_dir / "finetune.json", results_dir / "scale.json"
     text = build_report(results, manifest, args.results_dir.rstrip("/"), metrics_dirs,
                         [Path(t) for t in args.timings], machine_info(), _now(),
                         json.loads(finetune.read_text(encoding="utf-8")) if finetune.exists() else None,
-                        json.loads(scale.read_text(encoding="utf-8")) if scale.exists() else None)
+                        json.loads(scale.read_text(encoding="utf-8")) if scale.exists() else None,
+                        sys.argv[1:] if argv is None else argv)
     write_text(args.output, text)
     print(f"\nwrote {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

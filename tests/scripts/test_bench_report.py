@@ -130,7 +130,7 @@ def test_failed_benchmark_says_so(report, inputs):
 def test_quality_tables_against_published_figures(report, inputs):
     md = _build(report, inputs)
     assert _rows(md, "bm25", "BM25 (our tokenizer, our sparse index, Lucene scoring)")[0][2:] == \
-        ["0.6720", "0.6100", "-", "0.9000", "-", "300"]  # R@10, RR@10 absent from the file
+        ["0.6720", "0.6100", "-", "0.9000", "-", "-", "-", "300"]  # R@10, RR@10 and the strata absent
     assert _rows(md, "lsa")[0][2] == "not run"
     # 0.672 - 0.665 = +0.0070 and 0.672 - 0.679 = -0.0070: both within 0.015
     assert [r[2:] for r in _rows(md, "bm25", "nDCG@10")] == [
@@ -170,6 +170,7 @@ def test_skip_run_writes_the_page_without_running(report, inputs, tmp_path, monk
                         "--timings", str(timings), "--output", str(out)]) == 0
     md = out.read_text(encoding="utf-8")
     assert md.startswith("# Benchmarks\n") and "| 0.750x |" in md and "| 1.750x |" in md
+    assert f"This page: `.venv/bin/python scripts/bench_report.py --skip-run --results-dir {results} " in md
     assert [p.name for p in out.parent.iterdir()] == ["benchmarks.md"]  # atomic: no temporary left
 
 
@@ -188,6 +189,31 @@ def test_several_labelled_metrics_folders(report, inputs, tmp_path):
     assert _rows(fast_part, "dense-ft-hard", "nDCG@10")[0][2:] == ["0.6800", "project goal, fine-tuned", "-", "-",
                                                                    ">= 0.74", "**no**"]
     assert _rows(fast_part, "bm25", "nDCG@10")[0][2] == "not run"  # each folder on its own
+
+
+def test_strata_and_the_spread_over_seeds(report, tmp_path):
+    seed42, seed43 = tmp_path / "s42", tmp_path / "s43"
+    for folder, (all_, seen, unseen) in ((seed42, (0.70, 0.80, 0.60)), (seed43, (0.72, 0.83, 0.58))):
+        _write(folder / "dense-ft-hard.json", {"nDCG@10": all_, "queries_evaluated": 5,
+                                               "seen": {"queries": 3, "nDCG@10": seen},
+                                               "unseen": {"queries": 2, "nDCG@10": unseen}})
+    md = report.build_report({}, {}, "r", [("default", [seed42, seed43])], [], MACHINE, "now")
+    # the first folder is the one shown, each stratum with its query count
+    row = _rows(md, "dense-ft-hard", "fine-tuned, mined hard negatives")[0]
+    assert row[2] == "0.7000" and row[7:] == ["0.8000 (3)", "0.6000 (2)", "5"]
+    assert "### Spread over 2 training seeds" in md
+    # mean ± sample sd: all (0.70 + 0.72) / 2 = 0.71, sd = sqrt(2 * 0.01^2 / 1) = 0.0141;
+    # seen 0.815 ± sqrt(2 * 0.015^2) = 0.0212; unseen 0.59 ± 0.0141
+    assert _rows(md.split("### Spread over")[1], "dense-ft-hard") == [
+        ["dense-ft-hard", "0.7100 ± 0.0141 (5)", "0.8150 ± 0.0212 (3)", "0.5900 ± 0.0141 (2)"]]
+    # one folder: no spread
+    assert "Spread over" not in report.build_report({}, {}, "r", [("one", [seed42])], [], MACHINE, "now")
+
+
+def test_a_labelled_list_of_seed_folders_on_the_command_line(report):
+    assert report._metrics_argument("fixed corpus (val_unseen=false)=a,b") == \
+        ("fixed corpus (val_unseen=false)", [report.Path("a"), report.Path("b")])
+    assert report._metrics_argument("metrics/scifact") == (None, [report.Path("metrics/scifact")])
 
 
 def test_finetune_section(report):
