@@ -5,7 +5,7 @@ sentence-transformers setting). Each contender runs in a fresh process per round
 a one-batch warm-up; docs/s from its fastest round, memory its process's peak RSS
 (base: RSS before the timed encode). Goal: ours >= 1.0x sentence-transformers' docs/s.
 
-    OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_encode.py [--limit 1000] [--rounds 2] [--json out.json]
+    OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_encode.py [--limit 1000] [--rounds 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=1000, help="documents to encode (SciFact has 5183)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     from retrieval_lab.core.params import DenseParams
