@@ -535,8 +535,8 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
                  "benchmarks.**")]
     if not isinstance(metrics_dirs, list):
         metrics_dirs = [(None, metrics_dirs)]
-    sections = [quality_section(where[0], label, where) if isinstance(where, list) else quality_section(where, label)
-                for label, where in metrics_dirs]
+    sections = [quality_section(where[0] if where else None, label, where) if isinstance(where, list)
+                else quality_section(where, label) for label, where in metrics_dirs]
     parts = [head, machine, speed, *sections,
              finetune_section(finetune, results_dir), scale_section(scale, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"

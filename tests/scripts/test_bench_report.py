@@ -214,6 +214,9 @@ def test_a_labelled_list_of_seed_folders_on_the_command_line(report):
     assert report._metrics_argument("fixed corpus (val_unseen=false)=a,b") == \
         ("fixed corpus (val_unseen=false)", [report.Path("a"), report.Path("b")])
     assert report._metrics_argument("metrics/scifact") == (None, [report.Path("metrics/scifact")])
+    # a label without a folder: its section says so instead of failing
+    label, folders = report._metrics_argument("nothing=")
+    assert "no folder given" in report.build_report({}, {}, "r", [(label, folders)], [], MACHINE, "now")
 
 
 def test_finetune_section(report):
