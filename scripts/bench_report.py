@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+import seed_spread
+
 REPO = Path(__file__).resolve().parents[1]
 PEER_PACKAGES = ["pytrec-eval-terrier", "bm25s", "rank-bm25", "sentence-transformers", "transformers", "faiss-cpu"]
 
@@ -358,22 +360,13 @@ def _stratum(metrics: dict, stratum: str, measure: str = "nDCG@10") -> str:
     return f"{part[measure]:.4f} ({part.get('queries', '?')})"
 
 
-def _load_sibling(name: str):
-    """A module of this scripts/ folder, by path (this file is also loaded by path, from the tests)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def quality_section(folder: Path | None, label: str | None = None, seeds: list[Path] | None = None) -> list[str]:
+def quality_section(folders: list[Path], label: str | None = None) -> list[str]:
     """Every SciFact run's test measures with its seen / unseen split, ours against the published figures
-    and the goals, the paired comparisons; with ``seeds`` (the metrics folders of several training seeds,
-    ``folder`` among them), each run's spread over them."""
+    and the goals, the paired comparisons, all from the first of ``folders``; with several (the metrics
+    folders of one command's training seeds), each run's spread over them."""
     from retrieval_lab.comparison import Comparisons, to_markdown
 
+    folder = folders[0] if folders else None
     found = _read_metrics(folder)
     where = f"`{folder}`" if folder else "no folder given"
     lines = [f"## SciFact quality (test split){': ' + label if label else ''}", "",
@@ -410,13 +403,11 @@ def quality_section(folder: Path | None, label: str | None = None, seeds: list[P
     if compare and compare.exists():
         text = to_markdown(Comparisons.from_json(json.loads(compare.read_text(encoding="utf-8"))))
         lines += ["", text.replace("# Paired comparison", "### Paired comparison", 1).rstrip("\n")]
-    if seeds and len(seeds) > 1:
-        spread = _load_sibling("seed_spread")
-        table = spread.spread(list(seeds))
-        names = ", ".join(f"`{s}`" for s in seeds)
-        lines += ["", f"### Spread over {len(seeds)} training seeds", "",
+    if len(folders) > 1:
+        names = ", ".join(f"`{f}`" for f in folders)
+        lines += ["", f"### Spread over {len(folders)} training seeds", "",
                   f"The same command with each seed's metrics folder ({names}); `scripts/seed_spread.py`.", "",
-                  spread.to_markdown(table, "nDCG@10", len(seeds)).rstrip("\n")]
+                  seed_spread.to_markdown(seed_spread.spread(folders), "nDCG@10", len(folders)).rstrip("\n")]
     return lines
 
 
@@ -535,8 +526,8 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
                  "benchmarks.**")]
     if not isinstance(metrics_dirs, list):
         metrics_dirs = [(None, metrics_dirs)]
-    sections = [quality_section(where[0] if where else None, label, where) if isinstance(where, list)
-                else quality_section(where, label) for label, where in metrics_dirs]
+    sections = [quality_section(where if isinstance(where, list) else [where] if where else [], label)
+                for label, where in metrics_dirs]
     parts = [head, machine, speed, *sections,
              finetune_section(finetune, results_dir), scale_section(scale, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"

@@ -46,16 +46,19 @@ def default_params(folder: Path) -> Path:
 
 
 def load_script(name: str):
-    """Import ``scripts/<name>.py`` as a module, with scripts/ on sys.path for its ``import _bench``;
-    a generator for a module fixture (yield from it): the path entry is removed afterwards."""
+    """Import ``scripts/<name>.py`` as a module, with scripts/ on sys.path for its sibling imports
+    (``import _bench``) and the module in ``sys.modules`` (dataclasses look their module up there);
+    a generator for a module fixture (yield from it): both are removed afterwards."""
     import importlib.util
     import sys
 
     sys.path.insert(0, str(REPO / "scripts"))
     spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[name] = module
     try:
+        spec.loader.exec_module(module)
         yield module
     finally:
+        sys.modules.pop(name, None)
         sys.path.remove(str(REPO / "scripts"))

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import pytest
-from beir_fixtures import REPO
+from beir_fixtures import load_script
 
 MACHINE = {"cpu": "Test CPU 3000", "cores": 8, "usable_cores": 4, "ram_gib": 31.2, "gpu": "none", "os": "Linux",
            "python": "3.11.7", "torch": "2.13.0", "numpy": "2.1.0", "peers": {"bm25s": "0.3.16"},
@@ -16,12 +14,7 @@ MACHINE = {"cpu": "Test CPU 3000", "cores": 8, "usable_cores": 4, "ram_gib": 31.
 
 @pytest.fixture(scope="module")
 def report():
-    spec = importlib.util.spec_from_file_location("bench_report", REPO / "scripts" / "bench_report.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    yield from load_script("bench_report")
 
 
 def _write(path, obj):
