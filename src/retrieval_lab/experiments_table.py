@@ -34,21 +34,13 @@ import numpy as np
 from . import stats
 from .comparison import per_query_measures, values_of
 from .core.errors import InputError
+from .core.params_file import dotted_items
 
 SEED_KEY = "train.seed"
 AVERAGE = "average"  # the last row's label
 
 
 # ----------------------------------------------------------------------------- gather
-
-def _flatten(data, prefix: str = "") -> dict:
-    if isinstance(data, dict):
-        out = {}
-        for key, value in data.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: data}
-
 
 def _source(repo: Path, spec: str):
     """(name, commit, baseline commit, reader(path) -> text) of one experiment spec; the reader raises
@@ -100,7 +92,7 @@ def gather(repo: str | Path, specs: list[str], runs: list[str], measures: list[s
     repo = Path(repo)
     experiments = []
     for name, commit, baseline, reader in [_source(repo, spec) for spec in specs]:  # every name resolved before any read
-        params = _flatten(yaml.safe_load(_read(reader, "params.yaml", name)) or {})
+        params = dotted_items(yaml.safe_load(_read(reader, "params.yaml", name)) or {})
         dataset = params.get("dataset")
         if not isinstance(dataset, str):
             raise InputError(f"experiment {name!r}: params.yaml names no dataset", "params.yaml", field="dataset")

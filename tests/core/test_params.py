@@ -8,7 +8,7 @@ from beir_fixtures import REPO
 
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params import Params
-from retrieval_lab.core.params_file import load_params
+from retrieval_lab.core.params_file import apply_overrides, dotted_items, load_params
 
 
 def test_repository_params_are_valid():
@@ -325,3 +325,14 @@ def test_unknown_schedule_is_refused_by_params(tmp_path):
     path.write_text("train: {schedule: step}\n")
     with pytest.raises(InputError, match="unknown value 'step'.*constant, linear, cosine"):
         load_params(path)
+
+
+def test_dotted_items_are_the_keys_set_takes_and_undo_the_nesting():
+    nested = {"train": {"seed": 42, "variants": {"hard": {"temperature": 0.05}}}, "retrieve": {"fields": ["title"]},
+              "dataset": "support"}
+    flat = dotted_items(nested)
+    # one entry per leaf; a list is a value, not a level
+    assert flat == {"train.seed": 42, "train.variants.hard.temperature": 0.05, "retrieve.fields": ["title"],
+                    "dataset": "support"}
+    # --set key=value over an empty mapping, for every item, rebuilds the mapping
+    assert apply_overrides({}, [f"{key}={value}" for key, value in flat.items()]) == nested

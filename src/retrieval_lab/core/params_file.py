@@ -191,6 +191,16 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+def dotted_items(data, prefix: str = "") -> dict:
+    """A nested mapping as ``{"section.key": value}``, the keys ``--set`` takes (lists are values)."""
+    if not isinstance(data, dict):
+        return {prefix[:-1]: data}
+    out = {}
+    for key, value in data.items():
+        out.update(dotted_items(value, f"{prefix}{key}."))
+    return out
+
+
 def _read_yaml(path: Path) -> dict:
     raw = path.read_bytes()
     try:

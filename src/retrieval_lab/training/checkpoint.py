@@ -14,6 +14,7 @@ import torch
 
 from ..core.atomic import atomic_path
 from ..core.errors import InputError
+from ..core.params_file import dotted_items
 from .batching import examples_digest
 from .data import TrainingData
 from .spec import TrainSpec
@@ -48,17 +49,8 @@ def fingerprint(model_digest: str, spec: TrainSpec, data: TrainingData, world: i
     }
 
 
-def _flatten(obj, prefix: str = "") -> dict:
-    if isinstance(obj, dict):
-        out = {}
-        for key, value in obj.items():
-            out.update(_flatten(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: obj}
-
-
 def fingerprint_differences(saved: dict, current: dict) -> list[str]:
-    a, b = _flatten(saved), _flatten(current)
+    a, b = dotted_items(saved), dotted_items(current)
     return [f"{k}: checkpoint {a.get(k, '<absent>')!r}, now {b.get(k, '<absent>')!r}"
             for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
 

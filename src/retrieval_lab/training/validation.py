@@ -29,7 +29,7 @@ def _top_stable(row: np.ndarray, k: int) -> np.ndarray:
 def dense_means(encoder, qrels: dict, query_texts: dict[str, str], doc_texts: dict[str, str],
                 dense: DenseParams, depth: int, measures: list[str],
                 documents: tuple[list[str], np.ndarray] | None = None,
-                encoded: "EncodedDocuments | None" = None) -> dict[str, float]:
+                encoded: EncodedDocuments | None = None) -> dict[str, float]:
     """Encode queries and documents, rank every document by dot product, return the mean of each measure.
 
     ``documents``: (ids, N x H embeddings) to rank instead of encoding ``doc_texts`` (a query-side model).
