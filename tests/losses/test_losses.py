@@ -112,8 +112,8 @@ def test_value_errors(scores, positive, allowed, message):
 
 def test_registry():
     assert get_loss("multi_positive_nce") is multi_positive_nce
-    assert set(LOSSES) == {"multi_positive_nce"}
-    with pytest.raises(ValueError, match="unknown loss 'infonce' \\(choices: multi_positive_nce\\)"):
+    assert set(LOSSES) == {"multi_positive_nce", "symmetric_nce"}
+    with pytest.raises(ValueError, match="unknown loss 'infonce' \\(choices: multi_positive_nce, symmetric_nce\\)"):
         get_loss("infonce")
 
 

@@ -13,11 +13,13 @@ import torch
 from ..core.errors import InputError
 from .checks import finite_difference_gradient, gradient_check, mask_comparison
 from .multi_positive_nce import analytic_gradient, multi_positive_nce
+from .symmetric_nce import symmetric_nce
 
 LossFn = Callable[..., torch.Tensor]
 
 LOSSES: dict[str, LossFn] = {
     "multi_positive_nce": multi_positive_nce,
+    "symmetric_nce": symmetric_nce,
 }
 
 
@@ -29,4 +31,4 @@ def get_loss(name: str) -> LossFn:
 
 
 __all__ = ["LOSSES", "analytic_gradient", "finite_difference_gradient", "get_loss", "gradient_check",
-           "mask_comparison", "multi_positive_nce"]
+           "mask_comparison", "multi_positive_nce", "symmetric_nce"]
