@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 from beir_fixtures import REPO
 
@@ -48,3 +51,21 @@ def test_torch_is_pinned_and_faiss_gpu_is_an_extra():
     pyproject = (REPO / "pyproject.toml").read_text()
     assert '"torch==2.13.0"' in pyproject and '"faiss-cpu==1.15.1"' in pyproject
     assert 'gpu = ["faiss-gpu==1.15.1"]' in pyproject
+
+
+def test_a_passing_session_leaves_no_scratch_folder_and_a_failing_one_keeps_it(tmp_path):
+    # the suite writes about 4 GB under pytest's temporary root (two pipeline clones): kept after every
+    # session, three sessions of it filled a disk. The project's pytest settings, on a one-test file:
+    def session(verdict: str) -> list[str]:
+        root = tmp_path / verdict
+        root.mkdir()
+        (root / "test_one.py").write_text(f"def test_one(tmp_path):\n    (tmp_path / 'x').write_text('x')\n"
+                                          f"    assert {verdict}\n")
+        env = {**os.environ, "PYTEST_DEBUG_TEMPROOT": str(root)}
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
+                        str(REPO / "pyproject.toml"), "--rootdir", str(root), str(root / "test_one.py")],
+                       cwd=root, env=env, capture_output=True, check=False)
+        return sorted(p.name for p in root.glob("pytest-of-*/pytest-[0-9]*"))
+
+    assert session("True") == []
+    assert session("False") == ["pytest-0"]
