@@ -16,12 +16,17 @@ from pipeline_fixtures import (
     stop_all,
 )
 
+from retrieval_lab.cli import keep_freed_memory
+
 # DVC writes a site cache under the user's home unless told otherwise; keep it in the test tree.
 os.environ.setdefault("DVC_SITE_CACHE_DIR", str(REPO / ".dvc-site-cache"))
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # Set before torch loads its OpenMP runtime: while the background pipeline runs hold the cores, a
 # test's waiting OpenMP threads sleep instead of spinning (spinning burns the CPU they wait for).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# The suite's own process allocates as every command does: model loads and in-process commands reuse
+# freed memory instead of faulting in new pages.
+keep_freed_memory()
 
 
 # Fixtures that are long background jobs (two whole pipeline runs, SciFact's corpus encode), started

@@ -8,6 +8,7 @@ commands share sits in ``commands/arguments.py``, never in another command.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import os
 import shutil
@@ -46,6 +47,9 @@ GROUPS: dict[str, dict[str, str]] = {
     },
 }
 COMMANDS = {name: module for group in GROUPS.values() for name, module in group.items()}
+# glibc's mallopt parameters (malloc.h), and the most either takes: mallopt's value is a C int
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_KEEP_FREED_UP_TO = 2**31 - 1  # bytes
 DESCRIPTION = "Measure text retrievers and fine-tune an embedding model, reproducibly (a DVC pipeline)."
 
 
@@ -103,7 +107,29 @@ def _quiet_stdout() -> None:
         pass
 
 
+def keep_freed_memory() -> bool:
+    """Have glibc's malloc keep freed memory for the next allocation instead of returning it to the kernel.
+
+    By default glibc maps each block over a threshold (128 KiB, rising to at most 32 MiB) on its own and
+    unmaps it when freed, and trims the heap once 128 KiB at its top are free. A model's activations are
+    allocated and freed batch after batch, so every batch's memory came back as new pages the kernel had
+    to fault in and zero: encoding SciFact's 5,183 abstracts took 9.5 million page faults and 16 s of
+    system time beside 152 s of user time; with both thresholds raised, 0.2 million and 2 s. Only where
+    freed memory goes changes, never the arithmetic (the embeddings' bytes are the same). The price: a
+    process keeps its peak memory until it exits, which a command does when its work is done. Other C
+    libraries are left as they are. True when glibc took both settings.
+    """
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"):
+            return False
+    except (AttributeError, ValueError, OSError):  # no confstr, or not a GNU C library
+        return False
+    libc = ctypes.CDLL(None)  # the C library this process already runs on
+    return all(libc.mallopt(option, _KEEP_FREED_UP_TO) == 1 for option in (_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD))
+
+
 def main(argv: list[str] | None = None) -> int:
+    keep_freed_memory()
     args = build_parser().parse_args(argv)
     try:
         code = int(args._run(args) or 0)
