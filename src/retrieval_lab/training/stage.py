@@ -132,7 +132,12 @@ def validator(dataset: Dataset, fields: list[str], params: Params, frozen=None,
 
 
 def write_live(live_dir: str | Path, result: TrainResult) -> None:
-    """The dvclive folder (plots/metrics/train/{loss,lr}.tsv, val/*.tsv, metrics.json), atomically."""
+    """The dvclive folder (plots/metrics/train/{loss,lr}.tsv, val/*.tsv, metrics.json), atomically.
+
+    metrics.json (a DVC metric) holds dvclive's summary, the latest value of each curve, and under
+    ``selected`` the validation of the weights the model keeps: with ``train.select: best`` an earlier
+    epoch may win, and that, not the last epoch, is what ``dvc exp show`` should compare.
+    """
     from dvclive import Live
 
     with atomic_path(live_dir, is_dir=True) as tmp:
@@ -146,5 +151,8 @@ def write_live(live_dir: str | Path, result: TrainResult) -> None:
                     live.log_metric("train/lr", h["lr"])
             for name, value in val_at.get(step, {}).items():
                 live.log_metric(f"val/{name}", value)
+        kept = result.selected_step if result.selected_step is not None else max(val_at, default=None)
+        if kept in val_at:
+            live.summary["selected"] = {"step": kept, "val": val_at[kept]}
         live.make_summary()
         live.end()
