@@ -183,7 +183,7 @@ def lock_hashes(repo: Path) -> dict[str, str]:
 
 
 def uncached_files(repo: Path) -> dict[str, bytes]:
-    """Repository-relative path -> bytes of the dvclive files (metrics.json is a metric DVC does not cache)."""
+    """Repository-relative path -> bytes of the dvclive files (a metric and plots DVC does not cache)."""
     return {str(p.relative_to(repo)): p.read_bytes() for p in sorted((repo / "dvclive").rglob("*.*"))}
 
 
