@@ -102,6 +102,51 @@ def test_evaluate_command(tiny, tmp_path, capsys):
     assert json.loads((tmp_path / "m.json").read_text())["RR"] == pytest.approx(5 / 18)
 
 
+def _evaluate_argv(dataset, run_path, metrics, reports):
+    return ["--dataset", str(dataset), "--run", str(run_path), "--metrics", str(metrics), "--reports", str(reports)]
+
+
+def test_a_run_ranking_a_document_outside_the_corpus_is_refused_at_its_line(tiny, tmp_path, capsys):
+    dataset, _, _ = tiny
+    run_path = tmp_path / "other.trec"  # line 2 ranks d99, which the six-document corpus lacks
+    run_path.write_text("q1 Q0 d1 1 3.0 t\nq1 Q0 d99 2 2.0 t\nq2 Q0 d4 1 1.0 t\n")
+    assert run_command("evaluate", _evaluate_argv(dataset, run_path, tmp_path / "m.json", tmp_path / "rep")) == 2
+    err = capsys.readouterr().err
+    assert f"{run_path}:2" in err and "'docid'" in err and "'d99' is not in the dataset's corpus" in err
+    assert not (tmp_path / "m.json").exists() and not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize(("clash", "said"), [
+    ("metrics_is_a_report", "overlaps the output --reports/per_query.json"),
+    ("run_is_a_report", "is the input --run"),
+    ("qrels_is_a_report", "is the input --qrels"),
+    ("a_report_is_a_folder", "is a folder, and this output is a file"),
+])
+def test_every_file_evaluate_writes_is_checked_before_any_work(tiny, tmp_path, clash, said, capsys):
+    # each report file inside --reports is an output of its own: it may not be an input, the metrics
+    # file, or a folder; refused (exit 2) with nothing written and the inputs untouched
+    dataset, run_path, _ = tiny
+    reports, metrics_path, argv_tail = tmp_path / "rep", tmp_path / "m.json", []
+    reports.mkdir()
+    if clash == "metrics_is_a_report":
+        metrics_path = reports / "per_query.json"
+    elif clash == "run_is_a_report":
+        run_path = reports / "diagnosis.md"
+        run_path.write_bytes((tmp_path / "runs" / "sys.trec").read_bytes())
+    elif clash == "qrels_is_a_report":
+        argv_tail = ["--qrels", str(reports / "recall_curve.csv")]
+        (reports / "recall_curve.csv").write_text("q1 0 d1 1\n")
+    else:
+        (reports / "diagnosis.md").mkdir()
+    before = {p: p.read_bytes() for p in reports.rglob("*") if p.is_file()}
+    assert run_command("evaluate", _evaluate_argv(dataset, run_path, metrics_path, reports) + argv_tail) == 2
+    assert said in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in reports.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in reports.iterdir()) == sorted(p.name for p in before) + (
+        ["diagnosis.md"] if clash == "a_report_is_a_folder" else [])
+    assert not (tmp_path / "m.json").exists()
+
+
 def write_qrels_tsv(path, rows):
     path.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows))
     return path

@@ -33,7 +33,7 @@ from .core.data import Qrels, empty_documents_note, load_dataset, positives, rea
 from .core.errors import InputError
 from .core.params import Params
 from .diagnosis import diagnose, to_markdown
-from .runs import read_run
+from .runs import check_documents, read_run
 
 
 def judged_measures(measures: list[str], k: int) -> list[str]:
@@ -124,6 +124,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     data, qrels, source = _load(dataset, split, qrels_path)
     run = read_run(run_path)
     check_overlap(qrels, run, run_path, source)
+    check_documents(run, data.corpus, run_path)  # the diagnosis reads every ranked document's text
 
     judged = judged_measures(cfg.measures, cfg.diagnose_k)
     measures = list(dict.fromkeys(cfg.measures + judged))
@@ -136,24 +137,11 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     diagnosis = diagnose(qrels, run, {q: data.queries[q].text for q in qrels},
                          lambda d: data.corpus[d].content(fields), tokenizer.tokenize, k=cfg.diagnose_k)
 
-    reports = Path(reports)
     train = data.qrels.get("train", {})
     seen = seen_queries(qrels, train)
     per_query = {qid: {"measures": values, "first_positive_rank": first[qid], "positive_ranks": ranks[qid],
                        "seen": qid in seen}
                  for qid, values in result.per_query.items()}
-    write_json(reports / report_files.PER_QUERY, {"split": split, "run": str(run_path), "depth": depth,
-                                                  "queries": per_query})
-    write_text(reports / report_files.RECALL_CURVE,
-               _csv("k,recall", ((k, repr(float(r))) for k, r in enumerate(curve.tolist(), start=1))))
-    write_text(reports / report_files.FIRST_POSITIVE_RANKS,
-               _csv("query,rank", ((q, depth + 1 if first[q] is None else first[q]) for q in per_query)))
-    write_text(reports / report_files.FIRST_POSITIVE_HIST,
-               _csv("bucket,queries", first_positive_histogram({q: first[q] for q in per_query})))
-    write_json(reports / report_files.DIAGNOSIS, diagnosis)
-    write_text(reports / report_files.DIAGNOSIS_MD,
-               to_markdown(diagnosis, f"Failure diagnosis: {Path(run_path).name} on {split} (k = {cfg.diagnose_k})"))
-
     lowest_judged = min(result.means[m] for m in judged)
     report = result.report
     out = {
@@ -169,6 +157,20 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
         "failures_diagnosed": diagnosis["summary"]["diagnosed"],
         **strata_means(qrels, run, train, measures),
     }
+
+    # everything computed before the first file is written: a failure leaves no mix of old and new files
+    reports = Path(reports)
+    write_json(reports / report_files.PER_QUERY, {"split": split, "run": str(run_path), "depth": depth,
+                                                  "queries": per_query})
+    write_text(reports / report_files.RECALL_CURVE,
+               _csv("k,recall", ((k, repr(float(r))) for k, r in enumerate(curve.tolist(), start=1))))
+    write_text(reports / report_files.FIRST_POSITIVE_RANKS,
+               _csv("query,rank", ((q, depth + 1 if first[q] is None else first[q]) for q in per_query)))
+    write_text(reports / report_files.FIRST_POSITIVE_HIST,
+               _csv("bucket,queries", first_positive_histogram({q: first[q] for q in per_query})))
+    write_json(reports / report_files.DIAGNOSIS, diagnosis)
+    write_text(reports / report_files.DIAGNOSIS_MD,
+               to_markdown(diagnosis, f"Failure diagnosis: {Path(run_path).name} on {split} (k = {cfg.diagnose_k})"))
     write_json(metrics_path, out)
     note = empty_documents_note(data.corpus, fields,
                                 "never returned by lexical runs; judged relevant, each counts as a miss")

@@ -10,4 +10,5 @@ FIRST_POSITIVE_RANKS = "first_positive_ranks.csv"
 FIRST_POSITIVE_HIST = "first_positive_hist.csv"
 DIAGNOSIS = "diagnosis.json"  # failure classes of queries without a positive in the top diagnose_k
 DIAGNOSIS_MD = "diagnosis.md"
+EVALUATE = (PER_QUERY, RECALL_CURVE, FIRST_POSITIVE_RANKS, FIRST_POSITIVE_HIST, DIAGNOSIS, DIAGNOSIS_MD)  # all it writes
 COMPARE = "compare.json"  # the compare stage's metrics file (metrics/<dataset>/compare.json)

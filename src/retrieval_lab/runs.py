@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import math
+from collections.abc import Container
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,20 @@ def read_run(path: str | Path) -> Run:
             raise InputError(f"document {did!r} repeated for query {qid!r}", str(path), number, "docid")
         docs[did] = score
     return run
+
+
+def check_documents(run: Run, corpus: Container[str], path: str | Path) -> None:
+    """Refuse a run that ranks a document ``corpus`` lacks (a run made on another collection), naming
+    the first such line; trec_eval would count it as unjudged, but nothing downstream has its text."""
+    unknown = sum(did not in corpus for docs in run.values() for did in docs)
+    if not unknown:
+        return
+    for number, line in text_lines(Path(path)):  # read again only to name the line
+        parts = line.split() if plain_line(line) else columns(line, path, number, _RUN_COLUMNS)
+        if len(parts) == 6 and parts[2] not in corpus:
+            raise InputError(f"document {parts[2]!r} is not in the dataset's corpus ({unknown} ranked "
+                             "documents are not): was the run made on another collection?", str(path), number,
+                             "docid")
 
 
 def _strictly_decreasing(scores: list[float]) -> list[float]:

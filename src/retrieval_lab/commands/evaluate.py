@@ -22,10 +22,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..evaluation import run_evaluation
+    from ..report_files import EVALUATE
 
     params = params_of(args)
     check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels},
-                files={"--metrics": args.metrics}, into={"--reports": args.reports})
+                files={"--metrics": args.metrics}, into={"--reports": args.reports},
+                written={"--reports": EVALUATE})
     out = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params,
                          log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels)
     shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from .errors import InputError
@@ -102,12 +102,14 @@ def check_replaceable(target: PathArg, is_dir: bool = False, field: str | None =
 def check_outputs(inputs: Mapping[str, PathArg | list[PathArg] | None],
                   files: Mapping[str, PathArg | None] | None = None,
                   folders: Mapping[str, PathArg | None] | None = None,
-                  into: Mapping[str, PathArg | None] | None = None) -> None:
+                  into: Mapping[str, PathArg | None] | None = None,
+                  written: Mapping[str, Iterable[str]] | None = None) -> None:
     """Refuse, before any work, outputs that would destroy an input or something no stage wrote.
 
     Each mapping goes from a command-line flag to its path (``None``: not given; an input may have a
     list of paths). ``files`` and ``folders`` are replaced whole (:func:`atomic_path`); ``into`` are
-    folders that files are written into.
+    folders that files are written into, and ``written`` names, per ``into`` flag, the files written
+    there: each is checked as a file output, so that none replaces an input, another output or a folder.
     An output may not be an input, contain one, or overlap another output; files and folders must
     pass :func:`check_replaceable`.
     """
@@ -115,6 +117,8 @@ def check_outputs(inputs: Mapping[str, PathArg | list[PathArg] | None],
         return {flag: Path(path) for flag, path in (mapping or {}).items() if path is not None}
 
     files, folders, into = given(files), given(folders), given(into)
+    files.update({f"{flag}/{name}": into[flag] / name
+                  for flag, names in (written or {}).items() if flag in into for name in names})
     # inputs followed through links; an output's own last part not (replacing a link keeps its target)
     ins = [(flag, Path(p), Path(p).resolve()) for flag, paths in inputs.items() if paths is not None
            for p in (paths if isinstance(paths, list) else [paths])]

@@ -19,12 +19,12 @@ def add_params_args(parser: argparse.ArgumentParser) -> None:
 
 
 def check_paths(args: argparse.Namespace, inputs: dict, files: dict | None = None, folders: dict | None = None,
-                into: dict | None = None) -> None:
+                into: dict | None = None, written: dict | None = None) -> None:
     """:func:`core.atomic.check_outputs` with the params file (given, or the default one) among the inputs."""
     from .atomic import check_outputs
 
     params = {"--params": getattr(args, "params", None) or DEFAULT_PARAMS} if hasattr(args, "params") else {}
-    check_outputs({**inputs, **params}, files, folders, into)
+    check_outputs({**inputs, **params}, files, folders, into, written)
 
 
 def params_of(args: argparse.Namespace) -> Params:
