@@ -294,6 +294,26 @@ def test_unjudged_covers_an_empty_report_and_retrievers_on_one_side():
         ("nowhere", "per-query results missing at both revisions")]
 
 
+def test_a_measure_with_too_few_queries_for_a_bounded_interval_cannot_be_judged():
+    # nDCG@10 falls from 1 to 0 on each of 3 queries: the smallest two-sided p of a sign-flip test on
+    # 3 queries is 2/8 = 0.25 > 0.05, so the 95% interval is (-inf, +inf) and no loss can be shown:
+    # the gate must fail closed (exit 3), not pass. On 40 such queries the interval is bounded.
+    from retrieval_lab.comparison import compare_family
+    from retrieval_lab.reporting.gather import Retriever
+
+    def retriever(name, n):
+        base = {f"q{i}": {"measures": {"nDCG@10": 1.0}} for i in range(n)}
+        head = {f"q{i}": {"measures": {"nDCG@10": 0.0}} for i in range(n)}
+        (row,) = compare_family([({q: 1.0 for q in base}, {q: 0.0 for q in head})], 0.95, 2000, 1)
+        return Retriever(name, ("b", "h"), base, head, {"nDCG@10": row})
+
+    few, many = retriever("few", 3), retriever("many", 40)
+    assert few.stats["nDCG@10"].test.high == float("inf") and many.stats["nDCG@10"].test.high < 0
+    why = ("too few queries to judge nDCG@10 (3 queries): the interval is unbounded, so not even a loss on "
+           "every query could be told from noise")
+    assert unjudged([few, many], ["nDCG@10"], [], "toy") == [("few", why)]
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--tolerance", "nan"], "--tolerance': tolerance must be a finite number >= 0, got nan"),
     (["--tolerance", "inf"], "--tolerance': tolerance must be a finite number >= 0, got inf"),

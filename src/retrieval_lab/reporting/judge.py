@@ -50,7 +50,8 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
 
     Per-query results missing at either revision; identical per-query results while the
     retriever's metrics file changed (stale or unpulled per-query files); a key measure
-    with no query in common. No retriever at all is also a blind gate. ``paths``: where the
+    with no query in common, or too few for its interval's upper end to be finite (no loss could then
+    be told from noise). No retriever at all is also a blind gate. ``paths``: where the
     files are (default: dvc.yaml's folders for ``dataset``).
     """
     paths = paths or ReportPaths.defaults(dataset)
@@ -72,6 +73,12 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
             lacking = [m for m in key_measures if m not in r.stats]
             if lacking:
                 out.append((r.name, f"no query in common for {', '.join(lacking)}"))
+            unbounded = [f"{m} ({row.test.queries} queries)" for m, row in r.stats.items()
+                         if not math.isfinite(row.test.high)]
+            if unbounded:
+                why = (f"too few queries to judge {', '.join(unbounded)}: the interval is unbounded, so not even "
+                       "a loss on every query could be told from noise")
+                out.append((r.name, why))
     return out
 
 
