@@ -39,6 +39,9 @@ def main() -> int:
     parser.add_argument("--model", default=str(REPO / "models" / "base.lock.json"),
                         help="lock file or model folder whose architecture the weights must fit")
     args = parser.parse_args()
+    if not Path(args.folder).is_dir():  # a mistyped folder would otherwise pass as "nothing to check"
+        print(f"error: {args.folder}: no such folder", file=sys.stderr)
+        return 2
     paths = sorted(Path(args.folder).rglob("state.pt"))
     if not paths:
         print(f"no state.pt under {args.folder}")

@@ -261,3 +261,18 @@ def test_stdout_closed(beir, params, tmp_path):
     assert done.stderr == "error: standard output: Broken pipe (its reader closed it)\n"
     # the run was written before the summary line could not be: it is whole
     assert [line.split()[:3] for line in out.read_text().splitlines()][:1] == [["q2", "Q0", "d2"]]
+
+
+@pytest.mark.parametrize("argv", [
+    ["score-runs", "{dir}", "{run}", "-m", "nDCG@10"],  # a folder given as the qrels
+    ["score-runs", "{qrels}", "{dir}", "-m", "nDCG@10"],  # as a run
+    ["compare-runs", "{qrels}", "{run}", "{dir}", "-m", "nDCG@10"],
+    ["table", "--from-inputs", "{dir}", "--markdown", "{out}.md", "--csv", "{out}.csv"],
+])
+def test_a_folder_where_a_file_is_read_is_called_a_folder_not_missing(beir, tmp_path, capsys, argv):
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "run.trec").write_text(RUN)
+    names = {"dir": tmp_path / "adir", "run": tmp_path / "run.trec", "qrels": beir / "qrels" / "test.tsv",
+             "out": tmp_path / "out"}
+    err = error_line([a.format(**names) for a in argv], capsys)
+    assert err == f"error: {tmp_path / 'adir'}: is a folder; expected a file\n"

@@ -234,7 +234,10 @@ def test_every_table_shows_a_row_as_row_cells_formats_it(tmp_path):
     assert ours.verdict == "candidate better" and theirs.verdict == "head better"
     line = next(x for x in to_markdown(result).splitlines() if x.startswith("| a | b | 8 |"))
     assert _cells(line) == ["a", "b", *ours]
-    text = runs_to_text(RunsComparison(result.family, {"nDCG@10": row}), "a", "b")
+    covered = {"queries_evaluated": 8, "queries_without_positive": 0, "judged_queries_absent_from_run": 0,
+               "run_queries_not_in_qrels": 0}
+    text = runs_to_text(RunsComparison(result.family, {"nDCG@10": row}, {"base": covered, "head": covered}),
+                        "a", "b")
     assert re.split(r"\s{2,}", next(x for x in text.splitlines() if x.startswith("nDCG@10"))) == ["nDCG@10", *theirs]
     line = next(x for x in comparisons_table([("ft", "nDCG@10", row)]) if x.startswith("| ft |"))
     assert _cells(line) == ["ft", "nDCG@10", *theirs]

@@ -355,3 +355,25 @@ def test_the_check_fails_on_a_stale_table(tmp_path):
     stale = _script("--folder", str(tmp_path), "--check")
     assert stale.returncode == 1 and f"{tmp_path / 'table.csv'} differs" in stale.stderr
     assert "table.md" not in stale.stderr
+
+
+@pytest.mark.parametrize(("edit", "field", "said"), [
+    (lambda i: {}, "runs", "missing field"),
+    (lambda i: [], "", "expected an object, got list"),
+    (lambda i: {**i, "measures": "nDCG@10"}, "measures", "expected a list, got str"),
+    (lambda i: {**i, "experiments": [{**i["experiments"][0], "params": {}}]}, "experiments[0].params.dataset",
+     "missing field"),
+    (lambda i: {**i, "experiments": [{**i["experiments"][0], "runs": {"base": {"q1": {M: "0.5"}}}}]},
+     f"experiments[0].runs.base.q1.{M}", "expected a number, got str"),
+    (lambda i: {**i, "experiments": [{**i["experiments"][0], "runs": {"base": {"q1": {}}}}]},
+     f"experiments[0].runs.base.q1.{M}", "missing field"),
+])
+def test_inputs_that_are_not_what_inputs_writes_are_refused_by_field(tmp_path, capsys, edit, field, said):
+    path = tmp_path / "inputs.json"
+    path.write_text(json.dumps(edit(_inputs())))
+    assert run_command("table", ["--from-inputs", str(path), "--baseline", "base", "--markdown",
+                                 str(tmp_path / "t.md"), "--csv", str(tmp_path / "t.csv")]) == 2
+    err = capsys.readouterr().err
+    assert not (tmp_path / "t.md").exists() and not (tmp_path / "t.csv").exists()
+    assert err.startswith(f"error: {path}") and said in err and "Traceback" not in err
+    assert (f"field '{field}'" in err) if field else ("field" not in err)

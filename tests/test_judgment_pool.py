@@ -66,11 +66,24 @@ def test_read_and_merge_labels(tmp_path):
      r"l.tsv:4 field 'score': pair \(q1, d1\) labelled 1 on line 2 and 2 here"),
     ([("q1", "d9", "1")], r"l.tsv:2 field 'doc_id': unknown document id 'd9'"),
     ([("q7", "d1", "1")], r"l.tsv:2 field 'query_id': unknown query id 'q7'"),
+    # Arabic-Indic two: int() takes it, the qrels reader does not
+    ([("q1", "d1", "\u0662")], r"l.tsv:2 field 'score': label '\u0662' is not an integer"),
 ])
 def test_label_errors_name_file_and_line(tmp_path, rows, message):
     path = write_labels(tmp_path / "l.tsv", rows)
     with pytest.raises(InputError, match=message):
         read_labels(path, 0, 2, QUERIES, CORPUS)
+
+
+@pytest.mark.parametrize("doc, message", [
+    ("", "field 'doc_id': empty id"),
+    ("d 1", r"field 'doc_id': id 'd 1' contains whitespace \(U\+0020 SPACE\)"),
+])
+def test_labels_without_a_dataset_still_refuse_ids_the_merged_qrels_could_not_carry(tmp_path, doc, message):
+    # without --dataset the ids are not looked up, but one qrels could not hold is refused where it enters
+    path = write_labels(tmp_path / "l.tsv", [("q1", "d2", "1"), ("q1", doc, "1")])
+    with pytest.raises(InputError, match=f"l.tsv:3 {message}"):
+        read_labels(path, 0, 2)
 
 
 def test_label_file_structure_errors(tmp_path):
@@ -104,10 +117,12 @@ def test_pool_and_merge_commands(tmp_path, capsys):
     assert len(lines) == 6  # header + the five rows of the hand-worked case
     # a judge fills in two labels and leaves the rest empty
     filled = [line + "1" if i in (1, 4) else line for i, line in enumerate(lines)]
+    filled.append(filled[4])  # the same row pasted twice: counted, not dropped unsaid
     (tmp_path / "labelled.tsv").write_text("\n".join(filled) + "\n")
     argv = ["--merge", str(tmp_path / "labelled.tsv"), "--qrels", str(qrels), "--dataset", str(dataset),
             "--output", str(tmp_path / "new.tsv")]
     assert run_command("pool", argv) == 0
-    assert "3 rows left unlabelled" in capsys.readouterr().out
+    assert ("1 rows repeating an earlier row's label, 3 rows left unlabelled"
+            in capsys.readouterr().out)
     assert read_qrels(tmp_path / "new.tsv") == {"q1": {"d2": 0, "d1": 1}, "q2": {"d4": 1}}
     assert run_command("pool", ["--runs", str(tmp_path / "a.trec"), "--output", str(tmp_path / "p")]) == 2

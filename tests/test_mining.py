@@ -187,6 +187,17 @@ def test_command_writes_audited_outputs_and_audits_a_file(tmp_path, capsys):
     assert "line 2: query 'qa2' document 'b1': outside the mining pool" in capsys.readouterr().err
 
 
+def test_an_audit_of_an_empty_file_fails_closed(tmp_path, capsys):
+    # no record: nothing was checked, so nothing may pass (the dataset has two training queries)
+    dataset = _dataset(tmp_path)
+    (tmp_path / "empty.jsonl").write_text("")
+    assert mine_command.run(_args(audit=tmp_path / "empty.jsonl", dataset=dataset.path,
+                                  params=default_params(tmp_path))) == 1
+    captured = capsys.readouterr()
+    assert '"passed": false' in captured.out and '"queries": 0' in captured.out
+    assert "no query's negatives to audit" in captured.err
+
+
 def test_stage_fails_and_writes_nothing_when_a_strategy_leaks(tmp_path, monkeypatch):
     dataset = _dataset(tmp_path)
     leaky = lambda ranking, pool_docs, positive, lowest, params, rng: [ranking[0]]

@@ -19,8 +19,9 @@ from typing import NamedTuple
 import numpy as np
 
 from . import stats
+from .core.data import require_file
 from .core.errors import InputError
-from .metrics import measure_run, parse_measure
+from .metrics import COVERAGE_COUNTS, coverage_sentence, measure_run, parse_measure
 from .report_files import PER_QUERY
 
 ALL = "all"  # the stratum label of a comparison over every shared query
@@ -158,9 +159,12 @@ class RunsComparison:
 
     family: Family
     measures: dict[str, ComparisonRow]
+    coverage: dict[str, dict]  # "base", "head" -> measure_run's report: the queries each mean covers
 
     def to_json(self) -> dict:
-        return {**self.family.to_json(), "measures": {m: row.to_json() for m, row in self.measures.items()}}
+        return {**self.family.to_json(), "measures": {m: row.to_json() for m, row in self.measures.items()},
+                "coverage": {side: {key: report[key] for key in COVERAGE_COUNTS}
+                             for side, report in self.coverage.items()}}
 
 
 def per_query_measures(text: str, source: str) -> dict[str, dict]:
@@ -214,8 +218,7 @@ def family_of(rows: Iterable[ComparisonRow | None], family_level: float, permuta
 
 
 def _read_entries(path: Path) -> dict[str, dict]:
-    if not path.exists():
-        raise InputError("file not found (run the evaluate stage for this run first)", str(path))
+    require_file(path, " (run the evaluate stage for this run first)")
     return per_query_measures(path.read_text(encoding="utf-8"), str(path))
 
 
@@ -294,8 +297,12 @@ def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str
     base, head = measure_run(qrels, base_run, measures), measure_run(qrels, head_run, measures)
     rows = compare_family([(_values(base.per_query, m), _values(head.per_query, m)) for m in measures],
                           family_level, permutations, seed)
-    return RunsComparison(family_of(rows, family_level, permutations, seed),
-                          {m: row for m, row in zip(measures, rows) if row is not None})
+    for measure, row in zip(measures, rows):
+        if row is None:  # both runs are measured on the same queries: none of them defines it
+            raise InputError(f"{measure} is defined for no query of the qrels (none has a judgment >= "
+                             f"{parse_measure(measure).rel}): nothing to compare", field="--measure")
+    return RunsComparison(family_of(rows, family_level, permutations, seed), dict(zip(measures, rows)),
+                          {"base": base.report, "head": head.report})
 
 
 # ----------------------------------------------------------------------------- a row's text
@@ -394,5 +401,6 @@ def runs_to_text(result: RunsComparison, base_name: str, head_name: str) -> str:
     text = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [header] + rows]
     text.insert(1, "  ".join("-" * w for w in widths))
     notes = [n.strip() for n in rough_tail_note(result.measures.values(), result.family)]
+    coverage = [f"{side}: {coverage_sentence(result.coverage[side])}" for side in ("base", "head")]
     return "\n".join([f"base: {base_name}   head: {head_name}   difference = head - base", *text, "",
-                      rule_sentence(result.family, "measures"), *notes]) + "\n"
+                      rule_sentence(result.family, "measures"), *notes, *coverage]) + "\n"

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .core.atomic import atomic_path, write_json
+from .core.data import require_file
 from .core.errors import InputError
 from .core.params import DenseParams
 from .model_files import resolve_model
@@ -276,8 +277,7 @@ def encode_dataset(encoder: Encoder, dataset, out_dir: str | Path, params: Dense
 
 
 def _read_ids(path: Path) -> list[str]:
-    if not path.is_file():
-        raise InputError("file not found", str(path))
+    require_file(path)
     ids = path.read_text(encoding="utf-8").split("\n")
     if ids and ids[-1] == "":
         ids.pop()
@@ -288,8 +288,7 @@ def _read_ids(path: Path) -> list[str]:
 
 
 def _read_matrix(path: Path, rows: int, ids_path: Path) -> np.ndarray:
-    if not path.is_file():
-        raise InputError("file not found", str(path))
+    require_file(path)
     matrix = np.load(path)
     if matrix.ndim != 2 or matrix.shape[0] != rows:
         raise InputError(f"shape {matrix.shape} does not match {rows} ids in {ids_path.name}", str(path))

@@ -107,6 +107,42 @@ def gather(repo: str | Path, specs: list[str], runs: list[str], measures: list[s
     return {"runs": list(runs), "measures": list(measures), "experiments": experiments}
 
 
+_KINDS = {dict: "an object", list: "a list", str: "a string", float: "a number"}
+
+
+def check_inputs(inputs, source: str) -> dict:
+    """``inputs`` as :func:`gather` returns them, or an InputError naming ``source`` and the first field that
+    is not (a file written by ``--inputs`` and edited, or another JSON file)."""
+    def expect(value, kind, field):
+        ok = isinstance(value, (int, float) if kind is float else kind) and not isinstance(value, bool)
+        if not ok:
+            raise InputError(f"expected {_KINDS[kind]}, got {type(value).__name__}", source, field=field or None)
+        return value
+
+    def has(obj, key, at):
+        if key not in obj:
+            raise InputError("missing field (expected the JSON that --inputs writes)", source, field=at + key)
+        return obj[key]
+
+    expect(inputs, dict, "")
+    for key in ("runs", "measures"):
+        for i, item in enumerate(expect(has(inputs, key, ""), list, key)):
+            expect(item, str, f"{key}[{i}]")
+    measures = inputs["measures"]
+    for i, e in enumerate(expect(has(inputs, "experiments", ""), list, "experiments")):
+        at = f"experiments[{i}]"
+        expect(e, dict, at)
+        expect(has(e, "name", at + "."), str, f"{at}.name")
+        expect(has(expect(has(e, "params", at + "."), dict, f"{at}.params"), "dataset", f"{at}.params."), str,
+               f"{at}.params.dataset")
+        for run, queries in expect(has(e, "runs", at + "."), dict, f"{at}.runs").items():
+            for qid, values in expect(queries, dict, f"{at}.runs.{run}").items():
+                expect(values, dict, f"{at}.runs.{run}.{qid}")
+                for m in measures:
+                    expect(has(values, m, f"{at}.runs.{run}.{qid}."), float, f"{at}.runs.{run}.{qid}.{m}")
+    return inputs
+
+
 # ----------------------------------------------------------------------------- build
 
 def differing_params(experiments: list[dict]) -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .core.atomic import atomic_path
-from .core.data import Doc, Qrels, Query, text_lines
+from .core.data import Doc, Qrels, Query, ascii_integer, check_id, text_lines
 from .core.errors import InputError
 from .runs import Run, ranked
 
@@ -113,6 +113,10 @@ def read_labels(path: str | Path, min_label: int = 0, max_label: int = 2,
         if len(cells) != len(header):
             raise InputError(f"expected {len(header)} tab-separated columns, got {len(cells)}", str(path), number)
         qid, doc, text = cells[col["query_id"]].strip(), cells[col["doc_id"]].strip(), cells[col["score"]].strip()
+        for value, name in ((qid, "query_id"), (doc, "doc_id")):  # the merged qrels must read back
+            if not value:
+                raise InputError("empty id", str(path), number, name)
+            check_id(value, path, number, name)
         if queries is not None and qid not in queries:
             raise InputError(f"unknown query id {qid!r}", str(path), number, "query_id")
         if corpus is not None and doc not in corpus:
@@ -120,10 +124,9 @@ def read_labels(path: str | Path, min_label: int = 0, max_label: int = 2,
         if not text:
             unlabelled += 1
             continue
-        try:
-            label = int(text)
-        except ValueError:
-            raise InputError(f"label {text!r} is not an integer", str(path), number, "score") from None
+        label = ascii_integer(text)
+        if label is None:
+            raise InputError(f"label {text!r} is not an integer", str(path), number, "score")
         if not min_label <= label <= max_label:
             raise InputError(f"label {label} outside {min_label}..{max_label}", str(path), number, "score")
         previous = labels.get(qid, {}).get(doc)

@@ -389,6 +389,17 @@ def measure_run(qrels: Qrels, run: Run, measures: list[str], judged_only: bool =
     return EvalResult(means, per_query, report)
 
 
+COVERAGE_COUNTS = ("queries_evaluated", "queries_without_positive", "judged_queries_absent_from_run",
+                   "run_queries_not_in_qrels")
+
+
+def coverage_sentence(report: dict) -> str:
+    """What a run's mean covers, from :func:`measure_run`'s report: no query is left out unsaid."""
+    return (f"{report['queries_evaluated']} queries evaluated; {report['queries_without_positive']} without a "
+            f"positive (excluded); {report['judged_queries_absent_from_run']} judged but absent from the run "
+            f"(scored 0); {report['run_queries_not_in_qrels']} run queries not in the qrels (ignored)")
+
+
 def measure_query_counts(report: dict) -> dict[str, int]:
     """``queries_evaluated[NAME]`` -> queries averaged, for each measure whose count differs from
     ``queries_evaluated``: flat keys that no reader takes for a measure (``parse_measure`` refuses them)."""

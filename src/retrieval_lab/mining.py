@@ -43,6 +43,9 @@ class MiningAuditError(Exception):
 
     def __init__(self, audit: Audit):
         self.audit = audit
+        if not audit.failures:
+            super().__init__(f"mining audit failed: {NOTHING_AUDITED}")
+            return
         first = audit.failures[0]
         super().__init__(f"mining audit failed: {len(audit.failures)} problem(s); first: query "
                          f"{first.query_id!r} document {first.doc_id!r}: {first.problem}")
@@ -248,6 +251,9 @@ def triplets(records: list[MinedQuery], seed: int) -> list[tuple[str, str, str]]
 # ----------------------------------------------------------------------------- the audit
 
 
+NOTHING_AUDITED = "no query's negatives to audit: an audit of nothing cannot pass"
+
+
 class Check(Enum):
     """What a failed negative broke; the value is the failure's text."""
 
@@ -296,7 +302,7 @@ class Audit:
 
     @property
     def passed(self) -> bool:
-        return not self.failures
+        return self.queries > 0 and not self.failures  # an empty file shows nothing, so it fails closed
 
     def checks(self) -> dict:
         return {"all_negatives_in_pool": not any(f.check is Check.OUTSIDE_POOL for f in self.failures),

@@ -94,3 +94,35 @@ def test_bad_measure_and_missing_file_are_clear(files, capsys):
     assert "cutoff 'x' is not a positive integer" in capsys.readouterr().err
     assert run_command("compare-runs", [qrels, base, head + ".missing", "-m", "RR@10"]) == 2
     assert "head.trec.missing: file not found" in capsys.readouterr().err
+
+
+def test_every_query_left_out_is_counted_for_both_runs(tmp_path, capsys):
+    # q1 judged d1, q2 judged d3 (grade 2), q4 judged only non-relevant; q9 judged by nobody.
+    # base ranks q1, q2, q4, q9; head lacks q2 (scored 0). The mean covers q1 and q2 for both runs:
+    # q4 has no positive (excluded), q9 is not in the qrels (ignored), q2 is absent from head.
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d3 2\nq4 0 d2 0\n")
+    (tmp_path / "base.trec").write_text("".join(f"{q} Q0 {d} 1 3.0 t\n"
+                                                for q, d in [("q1", "d1"), ("q2", "d3"), ("q4", "d2"), ("q9", "d2")]))
+    (tmp_path / "head.trec").write_text("".join(f"{q} Q0 {d} 1 3.0 t\n"
+                                                for q, d in [("q1", "d1"), ("q4", "d2"), ("q9", "d2")]))
+    args = [str(tmp_path / name) for name in ("qrels.txt", "base.trec", "head.trec")] + ["-m", "nDCG@10"]
+    assert run_command("compare-runs", args + ["--json"]) == 0
+    coverage = json.loads(capsys.readouterr().out)["coverage"]
+    expected = {"queries_evaluated": 2, "queries_without_positive": 1, "run_queries_not_in_qrels": 1}
+    assert coverage["base"] == {**expected, "judged_queries_absent_from_run": 0}
+    assert coverage["head"] == {**expected, "judged_queries_absent_from_run": 1}
+    assert run_command("compare-runs", args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ("head: 2 queries evaluated; 1 without a positive (excluded); 1 judged but absent from the run "
+            "(scored 0); 1 run queries not in the qrels (ignored)") in lines
+    assert any(line.startswith("base: 2 queries evaluated;") for line in lines)
+
+
+def test_a_measure_no_query_defines_is_refused_not_dropped(files, capsys):
+    # every judgment is grade 1: R(rel=2)@1 is defined for none of the six queries
+    qrels, base, head, params = files
+    assert run_command("compare-runs", [qrels, base, head, "-m", "Success@1", "-m", "R(rel=2)@1",
+                                        "--params", params]) == 2
+    captured = capsys.readouterr()
+    assert "R(rel=2)@1 is defined for no query" in captured.err and "--measure" in captured.err
+    assert captured.out == ""

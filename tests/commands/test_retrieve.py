@@ -30,6 +30,17 @@ def test_bm25_all_queries_then_one_split(tmp_path, capsys):
     assert (tmp_path / "test.trec").read_text().split()[5] == "bm25"  # the tag
 
 
+def test_a_split_whose_qrels_file_is_empty_is_refused_not_an_empty_run(tmp_path, capsys):
+    beir = _beir(tmp_path)
+    (beir / "qrels" / "test.tsv").write_text("")  # truncated: a run of 0 queries would look like success
+    out = tmp_path / "test.trec"
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--split", "test",
+                                    "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{beir / 'qrels' / 'test.tsv'} field '--split': split 'test' judges no query" in err
+    assert not out.exists()
+
+
 def test_set_overrides_reach_the_retriever(tmp_path):
     beir = _beir(tmp_path)
     scores = []

@@ -34,3 +34,14 @@ def test_check_checkpoints_script(toy, tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "FAIL" in out and "b/state.pt: unreadable" in out
     assert "c/state.pt: weights do not load" in out and "1/3 checkpoints ok" in out
+
+
+def test_a_folder_that_does_not_exist_fails_instead_of_passing_as_empty(tmp_path, monkeypatch, capsys):
+    script = _script("check_checkpoints")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setattr("sys.argv", ["x", str(tmp_path / "empty")])
+    assert script.main() == 0  # nothing trained yet: documented as a pass
+    assert "no state.pt under" in capsys.readouterr().out
+    monkeypatch.setattr("sys.argv", ["x", str(tmp_path / "mistyped")])
+    assert script.main() == 2
+    assert f"{tmp_path / 'mistyped'}: no such folder" in capsys.readouterr().err

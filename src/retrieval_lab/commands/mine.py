@@ -46,7 +46,7 @@ def _print_failures(audit: Audit) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..core.data import empty_documents_note, load_dataset
     from ..core.errors import InputError
-    from ..mining import MiningAuditError, audit_negatives, check_strategy, mine_to_dir
+    from ..mining import NOTHING_AUDITED, MiningAuditError, audit_negatives, check_strategy, mine_to_dir
     from ..runs import read_run
 
     extra = [name for name in ("run", "strategy", "output") if getattr(args, name) is not None]
@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         audit = audit_negatives(args.audit, dataset, params.count)
         print(_summary(audit))
         if not audit.passed:
-            print(f"audit FAILED for {args.audit}:", file=sys.stderr)
+            print(f"audit FAILED for {args.audit}:" + ("" if audit.queries else f" {NOTHING_AUDITED}"),
+                  file=sys.stderr)
             _print_failures(audit)
             return 1
         return 0

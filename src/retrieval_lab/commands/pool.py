@@ -65,8 +65,9 @@ def _merge(args: argparse.Namespace) -> int:
     merged, report = merge(existing, labels, args.merge)
     write_qrels(args.output, merged)
     print(f"merge: {report['labelled']} labelled rows ({report['added']} new judgments, "
-          f"{report['already_judged_same']} agreeing with existing ones), {report['unlabelled']} rows "
-          f"left unlabelled; {report['judgments']} judgments -> {args.output}")
+          f"{report['already_judged_same']} agreeing with existing ones), {report['repeated_same_label']} "
+          f"rows repeating an earlier row's label, {report['unlabelled']} rows left unlabelled; "
+          f"{report['judgments']} judgments -> {args.output}")
     return 0
 
 

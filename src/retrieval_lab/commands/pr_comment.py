@@ -16,16 +16,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
-    from pathlib import Path
 
+    from ..core.data import require_file
     from ..core.errors import InputError
     from ..pr_comment import GitHubAPI, upsert_comment
 
     if args.pr <= 0:
         raise InputError(f"expected a pull request number > 0, got {args.pr}", field="--pr")
-    path = Path(args.body_file)
-    if not path.is_file():
-        raise InputError("file not found (run retrieval-lab report first)", str(path))
+    path = require_file(args.body_file, " (run retrieval-lab report first)")
     api = GitHubAPI(args.repository, os.environ.get("GITHUB_TOKEN", ""), args.api_url)
     action, comment_id = upsert_comment(api, args.pr, path.read_text(encoding="utf-8"))
     print(f"{action} comment {comment_id} on {args.repository}#{args.pr}")

@@ -34,6 +34,9 @@ def _queries(args, dataset, retriever) -> dict[str, str]:
         # every query is already encoded in the embeddings folder; its text is not needed
         return {qid: "" for qid in retriever.embeddings.query_ids}
     queries = dataset.split_queries(args.split) if args.split else dataset.queries
+    if args.split and not queries:  # an empty qrels file: an empty run would pass for a real one
+        raise InputError(f"split {args.split!r} judges no query: nothing to retrieve",
+                         str(dataset.path / "qrels" / f"{args.split}.tsv"), field="--split")
     return {qid: q.text for qid, q in queries.items()}
 
 

@@ -43,10 +43,6 @@ def _check_distinct(paths: list[str]) -> None:
         seen[key] = path
 
 
-_COUNTS = ("queries_evaluated", "queries_without_positive", "judged_queries_absent_from_run",
-           "run_queries_not_in_qrels")
-
-
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -60,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..core.data import read_qrels
     from ..evaluation import check_overlap, judged_measures
-    from ..metrics import measure_query_counts, measure_run, parse_measure
+    from ..metrics import COVERAGE_COUNTS, coverage_sentence, measure_query_counts, measure_run, parse_measure
     from ..runs import read_run
 
     measures = list(dict.fromkeys(args.measures))
@@ -78,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = {}
         for name, result in results.items():
-            counts = {key: result.report[key] for key in _COUNTS}
+            counts = {key: result.report[key] for key in COVERAGE_COUNTS}
             means = {m: None if math.isnan(v) else v for m, v in result.means.items()}  # no query: null, not NaN
             out[name] = {**means, "judged_only": args.judged_only, **counts,
                          **measure_query_counts(result.report)}
@@ -91,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
     print(_table(["run"] + shown, [[name] + [f"{r.means[m]:.4f}" for m in shown] for name, r in results.items()]))
     for name, result in results.items():
         rep = result.report
-        print(f"{name}: {rep['queries_evaluated']} queries evaluated; {rep['queries_without_positive']} "
-              f"without a positive (excluded); {rep['judged_queries_absent_from_run']} judged but absent "
-              f"from the run (scored 0); {rep['run_queries_not_in_qrels']} run queries not in the qrels (ignored)")
+        print(f"{name}: {coverage_sentence(rep)}")
         for measure, n in rep["queries_by_measure"].items():
             print(f"{name}: {measure} averages {n} of {rep['queries_evaluated']} queries "
                   f"({rep['excluded_by_measure'][measure]} have no judgment >= {parse_measure(measure).rel})")

@@ -31,20 +31,20 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from ..core.atomic import atomic_path, write_json, write_text
+    from ..core.data import require_file
     from ..core.errors import InputError
-    from ..experiments_table import build, gather, plot, to_csv, to_markdown
+    from ..experiments_table import build, check_inputs, gather, plot, to_csv, to_markdown
 
     params = params_of(args)
     check_paths(args, {"--from-inputs": args.from_inputs},
                 files={"--markdown": args.markdown, "--csv": args.csv, "--plot": args.plot, "--inputs": args.inputs})
     if args.from_inputs:
         try:
-            with open(args.from_inputs, encoding="utf-8") as f:
+            with open(require_file(args.from_inputs), encoding="utf-8") as f:
                 inputs = json.load(f)
-        except FileNotFoundError:
-            raise InputError("file not found", args.from_inputs) from None
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg}", args.from_inputs, exc.lineno) from None
+        check_inputs(inputs, args.from_inputs)
     else:
         runs = args.runs or list(dict.fromkeys(name for pair in params.compare.pairs for name in pair))
         measures = list(dict.fromkeys([params.compare.measure, *params.compare.key_measures]))

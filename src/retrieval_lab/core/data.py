@@ -67,11 +67,19 @@ class Dataset:
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+def require_file(path: str | Path, hint: str = "") -> Path:
+    """``path`` when it is a file to read; else an InputError that says whether it is a folder or missing."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError("is a folder; expected a file", str(path))
+    if not path.is_file():
+        raise InputError(f"file not found{hint}", str(path))
+    return path
+
+
 def raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
     """Yield (line number, bytes) of a file, gunzipped when it is gzip data (whatever its name)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("file not found", str(path))
+    path = require_file(path)
     with open(path, "rb") as fh:
         compressed = fh.read(2) == GZIP_MAGIC
     number = 0
@@ -271,6 +279,12 @@ _QRELS_COLUMNS = {3: ("query-id", "corpus-id", "score"), 4: ("query-id", "iterat
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
+def ascii_integer(text: str) -> int | None:
+    """``text`` as an integer when it is one written in ASCII digits (int() would also take "1_0" and
+    other scripts' digits), else None."""
+    return int(text) if _INTEGER.fullmatch(text) else None
+
+
 def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | None = None) -> Qrels:
     """Read BEIR qrels (``query-id corpus-id score`` with header) or TREC qrels (``qid 0 docid rel``).
 
@@ -294,16 +308,16 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
             qid, _, did, score = parts
         else:
             raise InputError(f"expected 3 (BEIR) or 4 (TREC) columns, got {len(parts)}", str(path), number)
-        if not _INTEGER.fullmatch(score):  # int() would also take "1_0" and non-ASCII digits
+        rel = ascii_integer(score)
+        if rel is None:
             raise InputError(f"score {score!r} is not an integer", str(path), number, "score")
-        rel = int(score)
         if queries is not None and qid not in queries:
             raise InputError(f"unknown query id {qid!r}", str(path), number, "query-id")
         if corpus is not None and did not in corpus:
             raise InputError(f"unknown document id {did!r}", str(path), number, "corpus-id")
         if (qid, did) in seen:
             raise InputError(f"pair ({qid}, {did}) judged twice (first on line {seen[qid, did]})",
-                             str(path), number)
+                             str(path), number, "corpus-id")
         seen[qid, did] = number
         qrels.setdefault(qid, {})[did] = rel
     return qrels
