@@ -65,6 +65,10 @@ def test_constant_difference_gives_a_point_interval():
     assert (c.low, c.high) == pytest.approx((0.2, 0.2))
     assert c.excludes_zero and c.p_value < 0.01
     assert c.mde == pytest.approx(0.0, abs=1e-12)  # no spread: any true difference would show
+    # three such queries: the smallest two-sided p is 2 / 2^3 = 0.25 > 0.05, so nothing can show, however
+    # constant the difference; the MDE says so instead of the normal approximation's 0
+    c = stats.paired_comparison(np.zeros(3), np.full(3, 0.2), permutations=2000, seed=0)
+    assert (c.low, c.high, c.mde) == (-math.inf, math.inf, math.inf)
 
 
 def test_identical_runs_never_differ():

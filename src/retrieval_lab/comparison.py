@@ -357,8 +357,8 @@ def rough_tail_note(rows: Iterable[ComparisonRow], family: Family) -> list[str]:
     rows = list(rows)
     notes = []
     if any(math.isinf(r.test.low) or math.isinf(r.test.high) for r in rows):
-        notes.append("\nNote: an unbounded interval means too few queries for that level: not even a "
-                     "difference of the same sign on every query could be told from noise.")
+        notes.append("\nNote: an unbounded interval (its MDE ±inf) means too few queries for that level: not even "
+                     "a difference of the same sign on every query could be told from noise.")
     if any(r.test.tail < 10 for r in rows):
         notes.append(f"\nNote: fewer than 10 sign flips beyond each end of some intervals; raise "
                      f"evaluate.permutations (now {family.permutations}) for steadier interval ends.")

@@ -21,6 +21,7 @@ under that null, let 4.3% and 4.8% through.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -215,10 +216,13 @@ def paired_comparison(baseline, candidate, family_size: int = 1, family_level: f
     j = _tail(permutations, family_size, alpha)  # -1: too few permutations to reject
     c0, low, high = _split_brackets(d, permutations, seed, j)
     level = 1 - alpha / family_size
+    # an unbounded interval: no difference at all can be shown (too few queries or permutations), whatever
+    # the normal approximation says of a spread of 0
+    mde = minimum_detectable_effect(d, level) if math.isfinite(low) and math.isfinite(high) else math.inf
     return Comparison(
         mean_difference=float(d.mean()), low=low, high=high,
         p_value=_adjusted_p(c0, permutations, 1), p_adjusted=_adjusted_p(c0, permutations, family_size),
-        mde=minimum_detectable_effect(d, level), queries=len(d), family_size=family_size,
+        mde=mde, queries=len(d), family_size=family_size,
         family_level=family_level, level=level, permutations=permutations, seed=seed, tail=j)
 
 
