@@ -21,7 +21,7 @@ import numpy as np
 from . import stats
 from .core.data import require_file
 from .core.errors import InputError
-from .metrics import COVERAGE_COUNTS, coverage_sentence, measure_run, parse_measure
+from .metrics import coverage_counts, coverage_sentence, measure_run, parse_measure
 from .report_files import PER_QUERY
 
 ALL = "all"  # the stratum label of a comparison over every shared query
@@ -159,12 +159,11 @@ class RunsComparison:
 
     family: Family
     measures: dict[str, ComparisonRow]
-    coverage: dict[str, dict]  # "base", "head" -> measure_run's report: the queries each mean covers
+    coverage: dict[str, dict[str, int]]  # "base", "head" -> coverage_counts: the queries each mean covers
 
     def to_json(self) -> dict:
         return {**self.family.to_json(), "measures": {m: row.to_json() for m, row in self.measures.items()},
-                "coverage": {side: {key: report[key] for key in COVERAGE_COUNTS}
-                             for side, report in self.coverage.items()}}
+                "coverage": self.coverage}
 
 
 def per_query_measures(text: str, source: str) -> dict[str, dict]:
@@ -302,7 +301,7 @@ def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str
             raise InputError(f"{measure} is defined for no query of the qrels (none has a judgment >= "
                              f"{parse_measure(measure).rel}): nothing to compare", field="--measure")
     return RunsComparison(family_of(rows, family_level, permutations, seed), dict(zip(measures, rows)),
-                          {"base": base.report, "head": head.report})
+                          {"base": coverage_counts(base.report), "head": coverage_counts(head.report)})
 
 
 # ----------------------------------------------------------------------------- a row's text

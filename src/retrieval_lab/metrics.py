@@ -393,8 +393,14 @@ COVERAGE_COUNTS = ("queries_evaluated", "queries_without_positive", "judged_quer
                    "run_queries_not_in_qrels")
 
 
+def coverage_counts(report: dict) -> dict[str, int]:
+    """The :data:`COVERAGE_COUNTS` of :func:`measure_run`'s report: which queries a run's mean covers."""
+    return {key: report[key] for key in COVERAGE_COUNTS}
+
+
 def coverage_sentence(report: dict) -> str:
-    """What a run's mean covers, from :func:`measure_run`'s report: no query is left out unsaid."""
+    """What a run's mean covers, from :func:`coverage_counts` (or the whole report): no query is left out
+    unsaid."""
     return (f"{report['queries_evaluated']} queries evaluated; {report['queries_without_positive']} without a "
             f"positive (excluded); {report['judged_queries_absent_from_run']} judged but absent from the run "
             f"(scored 0); {report['run_queries_not_in_qrels']} run queries not in the qrels (ignored)")

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..core.data import read_qrels
     from ..evaluation import check_overlap, judged_measures
-    from ..metrics import COVERAGE_COUNTS, coverage_sentence, measure_query_counts, measure_run, parse_measure
+    from ..metrics import coverage_counts, coverage_sentence, measure_query_counts, measure_run, parse_measure
     from ..runs import read_run
 
     measures = list(dict.fromkeys(args.measures))
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         out = {}
         for name, result in results.items():
-            counts = {key: result.report[key] for key in COVERAGE_COUNTS}
+            counts = coverage_counts(result.report)
             means = {m: None if math.isnan(v) else v for m, v in result.means.items()}  # no query: null, not NaN
             out[name] = {**means, "judged_only": args.judged_only, **counts,
                          **measure_query_counts(result.report)}
