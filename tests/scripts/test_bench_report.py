@@ -247,3 +247,18 @@ def test_scale_section(report):
     assert "| Flat | - | 0.100 | 50.0 | 1.000 | 10.0 |" in text
     assert "scripts/bench_scale.py --sizes 10000 100000 1000000 --json bench-results/scale.json" in text
     assert "Not run" in "\n".join(report.scale_section(None, "bench-results"))
+
+
+def test_a_published_figure_made_at_another_encoded_length_is_shown_not_judged(report, tmp_path):
+    folder = tmp_path / "m"
+    _write(folder / "dense.json", {"nDCG@10": 0.6568, "AP@10": 0.604, "queries_evaluated": 300})
+    at_512 = report.build_report({}, {}, "r", [("long", folder)], [], MACHINE, "now", dense_tokens=512)
+    # MTEB's 0.645 is made at 256 tokens: 0.6568 - 0.645 = +0.0118 is shown, the goal within ±0.005 is not applied
+    assert _rows(at_512, "dense", "nDCG@10")[0][2:] == [
+        "0.6568", "MTEB, all-MiniLM-L6-v2, at 256 tokens", "0.645", "+0.0118", "not judged: this run encodes 512 tokens",
+        ""]
+    # the same length, or none stated: judged as before (0.6568 is 0.0118 away, outside ±0.005)
+    for tokens in (256, None):
+        md = report.build_report({}, {}, "r", [("x", folder)], [], MACHINE, "now", dense_tokens=tokens)
+        assert _rows(md, "dense", "nDCG@10")[0][2:] == ["0.6568", "MTEB, all-MiniLM-L6-v2", "0.645", "+0.0118",
+                                                        "within ±0.005", "**no**"]
