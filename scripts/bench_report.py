@@ -418,6 +418,58 @@ def quality_section(folders: list[Path], label: str | None = None, dense_tokens:
     return lines
 
 
+def _changes_text(changes: dict) -> str:
+    return ", ".join(f"`{k}={json.dumps(v) if not isinstance(v, str) else v}`" for k, v in changes.items()) or "-"
+
+
+def _curve_text(curve: list, selected_step) -> str:
+    """The validation values in order (the untrained model first), the kept one in bold."""
+    return " → ".join(f"**{v:.4f}**" if step == selected_step else f"{v:.4f}" for step, v in curve)
+
+
+def ablation_section(folder: Path | None) -> list[str]:
+    """scripts/ablation_table.py's folder: each lever's validation curve and its test measure against the base
+    model, overall, seen and unseen, with the simultaneous intervals of the whole family."""
+    from retrieval_lab.comparison import Comparisons, interval_text, to_markdown
+
+    if folder is None:
+        return []
+    levers = json.loads((folder / "levers.json").read_text(encoding="utf-8"))
+    result = json.loads((folder / "compare.json").read_text(encoding="utf-8"))
+    baseline, measure = levers["baseline"], result["measure"]
+    pairs = {p["candidate"]: p for p in result["pairs"].values() if p["baseline"] == baseline}
+    reference = levers["levers"][0]["name"]
+    lines = [f"## SciFact ablation: one change at a time (`{folder}`)", "",
+             (f"Each lever is a DVC experiment that differs from `{reference}` only in the params listed, trained "
+              "to the epoch its validation chose (`scripts/ablation_table.py` gathered them). Validation: "
+              f"{levers['levers'][0]['measure']} on the validation split at each validation, the untrained model "
+              "first, the kept weights in bold. Test: the fine-tuned run's "
+              f"{measure} overall and on *seen* and *unseen* queries, and its difference from `{baseline}` on the "
+              f"unseen ones with the interval of the family below ({result['family_size']} comparisons)."), ""]
+    first = next(iter(pairs.values()), None)
+    rows = []
+    if first is not None:
+        strata = first.get("strata", {})
+        rows.append([f"`{baseline}` (untrained)", "-", "-", f"{first['baseline_mean']:.4f}",
+                     *[f"{strata[s]['baseline_mean']:.4f}" if s in strata else "-" for s in ("seen", "unseen")],
+                     "-"])
+    for lever in levers["levers"]:
+        pair = pairs.get(lever["name"])
+        if pair is None:
+            continue
+        strata = pair.get("strata", {})
+        unseen = strata.get("unseen")
+        rows.append([f"`{lever['name']}`", _changes_text(lever["changes"]),
+                     _curve_text(lever["validation"], lever["selected_step"]), f"{pair['candidate_mean']:.4f}",
+                     *[f"{strata[s]['candidate_mean']:.4f}" if s in strata else "-" for s in ("seen", "unseen")],
+                     f"{unseen['mean_difference']:+.4f} {interval_text(unseen)}" if unseen else "-"])
+    lines += _table(["lever", "params changed", "validation", "test all", "seen", "unseen",
+                     f"unseen − {baseline}"], rows, "|---|---|---|---:|---:|---:|---|")
+    text = to_markdown(Comparisons.from_json(result))
+    lines += ["", text.replace("# Paired comparison", "### Paired comparison", 1).rstrip("\n")]
+    return lines
+
+
 def finetune_section(result: dict | None, results_dir: str) -> list[str]:
     """scripts/bench_finetune.py: our training against the plain recipe and sentence-transformers, one run."""
     command = (f"`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py --run runs/scifact/dense.trec "
@@ -515,11 +567,13 @@ def timings_section(paths: list[Path]) -> list[str]:
 def build_report(results: dict[str, dict | None], manifest: dict, results_dir: str,
                  metrics_dirs: Path | None | list[tuple[str | None, Path | list[Path]]], timings: list[Path],
                  current: dict, now: str, finetune: dict | None = None, scale: dict | None = None,
-                 invocation: list[str] | None = None, dense_tokens: int | None = None) -> str:
+                 invocation: list[str] | None = None, dense_tokens: int | None = None,
+                 ablation: Path | None = None) -> str:
     """``metrics_dirs``: one SciFact metrics folder, or (label, folder) pairs for several configurations; a list
     of folders in place of one: the training seeds of that configuration (the first shown, all in the spread).
     ``invocation``: this script's arguments that made the page, shown in its head. ``dense_tokens``: the
-    SciFact dense runs' encoded length (see :func:`quality_section`)."""
+    SciFact dense runs' encoded length (see :func:`quality_section`). ``ablation``: a folder of
+    ``scripts/ablation_table.py`` (see :func:`ablation_section`)."""
     speed, machine = speed_section(results, manifest, results_dir, current)
     quick = any(e.get("quick") for n, e in manifest.items() if results.get(n) is not None)
     head = ["# Benchmarks", "",
@@ -536,7 +590,7 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
         metrics_dirs = [(None, metrics_dirs)]
     sections = [quality_section(where if isinstance(where, list) else [where] if where else [], label, dense_tokens)
                 for label, where in metrics_dirs]
-    parts = [head, machine, speed, *sections,
+    parts = [head, machine, speed, *sections, *([ablation_section(ablation)] if ablation else []),
              finetune_section(finetune, results_dir), scale_section(scale, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
@@ -591,6 +645,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dense-tokens", type=int, default=None, metavar="N",
                         help="the SciFact dense runs' dense.max_seq_length: a published figure made at another "
                              "length is shown but not judged")
+    parser.add_argument("--scifact-ablation", type=Path, default=None, metavar="FOLDER",
+                        help="a folder written by scripts/ablation_table.py (levers.json, compare.json)")
     parser.add_argument("--output", default="docs/benchmarks.md")
     args = parser.parse_args(argv)
     results_dir = Path(args.results_dir)
@@ -609,7 +665,7 @@ def main(argv: list[str] | None = None) -> int:
                         [Path(t) for t in args.timings], machine_info(), _now(),
                         json.loads(finetune.read_text(encoding="utf-8")) if finetune.exists() else None,
                         json.loads(scale.read_text(encoding="utf-8")) if scale.exists() else None,
-                        sys.argv[1:] if argv is None else argv, args.dense_tokens)
+                        sys.argv[1:] if argv is None else argv, args.dense_tokens, args.scifact_ablation)
     write_text(args.output, text)
     print(f"\nwrote {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -42,7 +42,7 @@ AVERAGE = "average"  # the last row's label
 
 # ----------------------------------------------------------------------------- gather
 
-def _source(repo: Path, spec: str):
+def open_experiment(repo: Path, spec: str):
     """(name, commit, baseline commit, reader(path) -> text) of one experiment spec; the reader raises
     FileNotFoundError. A DVC experiment's baseline is the commit it was run on; a revision is its own."""
     from dvc.repo.experiments.utils import resolve_name
@@ -74,7 +74,7 @@ def _source(repo: Path, spec: str):
     return spec, commit, baseline, lambda path: fs.read_text(path, encoding="utf-8")
 
 
-def _read(reader, path: str, name: str) -> str:
+def read_experiment_file(reader, path: str, name: str) -> str:
     try:
         return reader(path)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -91,15 +91,15 @@ def gather(repo: str | Path, specs: list[str], runs: list[str], measures: list[s
 
     repo = Path(repo)
     experiments = []
-    for name, commit, baseline, reader in [_source(repo, spec) for spec in specs]:  # every name resolved before any read
-        params = dotted_items(yaml.safe_load(_read(reader, "params.yaml", name)) or {})
+    for name, commit, baseline, reader in [open_experiment(repo, spec) for spec in specs]:  # every name resolved before any read
+        params = dotted_items(yaml.safe_load(read_experiment_file(reader, "params.yaml", name)) or {})
         dataset = params.get("dataset")
         if not isinstance(dataset, str):
             raise InputError(f"experiment {name!r}: params.yaml names no dataset", "params.yaml", field="dataset")
         found = {}
         for run in runs:
             path = f"reports/{dataset}/{run}/per_query.json"
-            entries = per_query_measures(_read(reader, path, name), f"{name}:{path}")
+            entries = per_query_measures(read_experiment_file(reader, path, name), f"{name}:{path}")
             by_measure = {m: values_of(entries, m, f"{name}:{path}") for m in measures}
             found[run] = {q: {m: by_measure[m][q] for m in measures} for q in sorted(entries)}
         experiments.append({"name": name, "commit": commit, "baseline": baseline, "params": params,

@@ -1,0 +1,121 @@
+"""scripts/ablation_table.py: levers read from DVC experiments without checkout, their changes, validation curves
+and one family of comparisons against the baseline; bench_report renders the folder; bad input is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from beir_fixtures import load_script
+
+# q0, q1 seen, q2, q3 unseen. dense: 0.5 on each (0.5 + base_shift on q3). A lever with train.lr = s scores
+# [0.5 + .1 s, 0.5 + .1 s, 0.5, 0.5 + .1 s]: s = 1 -> all 0.575, seen 0.6, unseen 0.55 (+0.05 over dense);
+# s = 2 -> all 0.65, seen 0.7, unseen 0.6 (+0.1). Validation: 0.4 at step 0, 0.4 + .01 s at step 10 (kept).
+STAGE = """import json, os, yaml
+p = yaml.safe_load(open("params.yaml"))
+s, shift = p["train"]["lr"], p["base_shift"]
+seen = [True, True, False, False]
+for run, values in {"dense": [0.5, 0.5, 0.5, 0.5 + shift],
+                    "dense-ft-hard": [0.5 + .1 * s, 0.5 + .1 * s, 0.5, 0.5 + .1 * s]}.items():
+    os.makedirs(f"reports/c1/{run}", exist_ok=True)
+    with open(f"reports/c1/{run}/per_query.json", "w") as f:
+        json.dump({"queries": {f"q{i}": {"measures": {"nDCG@10": v}, "seen": seen[i]}
+                               for i, v in enumerate(values)}}, f)
+os.makedirs("dvclive/c1/hard/plots/metrics/val", exist_ok=True)
+with open("dvclive/c1/hard/plots/metrics/val/nDCG@10.tsv", "w") as f:
+    f.write(f"step\\tnDCG@10\\n0\\t0.4\\n10\\t{0.4 + .01 * s}\\n")
+with open("dvclive/c1/hard/metrics.json", "w") as f:
+    json.dump({"selected": {"step": 10}}, f)
+"""
+DVC_YAML = """stages:
+  make:
+    cmd: python make.py
+    deps: [make.py]
+    params: [dataset, base_shift, train.lr]
+    outs: [reports/c1/dense/per_query.json, reports/c1/dense-ft-hard/per_query.json]
+    metrics: [dvclive/c1/hard/metrics.json: {cache: false}]
+    plots: [dvclive/c1/hard/plots: {cache: false}]
+"""
+
+
+def _sh(repo: Path, *cmd: str) -> None:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def ablation():
+    yield from load_script("ablation_table")
+
+
+@pytest.fixture(scope="module")
+def report():
+    yield from load_script("bench_report")
+
+
+@pytest.fixture(scope="module")
+def lever_repo(tmp_path_factory) -> Path:
+    """Experiments a (train.lr 1), b (train.lr 2) and shifted (train.lr 1, another dense run); the workspace's
+    outputs removed, so that only the refs and the DVC cache hold them."""
+    repo = tmp_path_factory.mktemp("levers")
+    dvc = str(Path(sys.executable).parent / "dvc")
+    (repo / "params.yaml").write_text("dataset: c1\nbase_shift: 0.0\ntrain:\n  lr: 0\n  select_measure: nDCG@10\n")
+    (repo / "make.py").write_text(STAGE)
+    (repo / "dvc.yaml").write_text(DVC_YAML)
+    _sh(repo, "git", "init", "-q")
+    _sh(repo, dvc, "init", "-q")
+    _sh(repo, "git", "add", ".")
+    _sh(repo, "git", "commit", "-qm", "init")
+    for name, sets in {"a": ["train.lr=1"], "b": ["train.lr=2"], "shifted": ["train.lr=1", "base_shift=0.1"]}.items():
+        _sh(repo, dvc, "exp", "run", "-q", "-n", name, *[x for s in sets for x in ("-S", s)])
+        _sh(repo, "git", "checkout", "-q", "--", ".")
+    _sh(repo, "rm", "-rf", "reports", "dvclive")
+    return repo
+
+
+def test_levers_their_changes_curves_and_one_family_of_comparisons(ablation, report, lever_repo, tmp_path):
+    out = tmp_path / "ablation"
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(out), "a=a", "b=b"]) == 0
+    assert not (lever_repo / "reports").exists()  # read from the refs and the cache, nothing checked out
+    levers = json.loads((out / "levers.json").read_text())
+    assert levers["baseline"] == "dense"
+    a, b = levers["levers"]
+    assert (a["name"], a["run"], a["changes"]) == ("a", "dense-ft-hard", {})  # the reference
+    assert b["changes"] == {"train.lr": 2}
+    assert b["validation"] == [[0, 0.4], [10, pytest.approx(0.42)]] and b["selected_step"] == 10
+    result = json.loads((out / "compare.json").read_text())
+    assert result["family_size"] == 6  # 2 levers x (all, seen, unseen)
+    pa, pb = result["pairs"]["dense vs a"], result["pairs"]["dense vs b"]
+    assert pa["candidate_mean"] == pytest.approx(0.575) and pb["candidate_mean"] == pytest.approx(0.65)
+    assert pa["strata"]["unseen"]["mean_difference"] == pytest.approx(0.05)
+    assert pb["strata"]["seen"]["candidate_mean"] == pytest.approx(0.7)
+    assert pb["strata"]["unseen"]["mean_difference"] == pytest.approx(0.1)
+    assert "| dense | b | 2 unseen | 0.5000 | 0.6000 | +0.1000 |" in (out / "compare.md").read_text()
+    lines = report.ablation_section(out)
+    text = "\n".join(lines)
+    assert "| `dense` (untrained) | - | - | 0.5000 | 0.5000 | 0.5000 | - |" in text
+    unseen = pb["strata"]["unseen"]
+    assert (f"| `b` | `train.lr=2` | 0.4000 → **0.4200** | 0.6500 | 0.7000 | 0.6000 | +0.1000 "
+            f"[{unseen['ci_low']:+.4f}, {unseen['ci_high']:+.4f}] |") in text
+    assert "6 comparisons" in text and "### Paired comparison on nDCG@10" in text
+
+
+def test_levers_with_different_baselines_or_bad_specs_are_refused(ablation, lever_repo, tmp_path, capsys):
+    out = tmp_path / "ablation"
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(out), "a=a", "shifted=shifted"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lever 'shifted': its dense run differs from the first lever's" in err
+    assert "shifted:reports/c1/dense/per_query.json" in err
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(out), "a=a", "b=b:bm25"]) == 2
+    assert "'bm25' is no fine-tuned run" in capsys.readouterr().err
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(out), "a=a", "a=b"]) == 2
+    assert "lever names must be unique" in capsys.readouterr().err
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(out), "a=a", "c=nope"]) == 2
+    assert "experiment 'nope' not found" in capsys.readouterr().err
+    assert not out.exists()  # nothing written by a refused call
