@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from command_runner import run_command
+from dvc_repos import DVC, git_env, new_dvc_repo, sh
 
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.experiments_table import build, gather, to_csv, to_markdown
@@ -167,42 +168,22 @@ DVC_YAML = """stages:
 """
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-            "GIT_COMMITTER_EMAIL": "t@t"}
-
-
-def _sh(repo: Path, *cmd: str) -> str:
-    done = subprocess.run(cmd, cwd=repo, env=_env(), capture_output=True, text=True, timeout=120,
-                          check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def exp_repo(tmp_path_factory) -> Path:
     """A git + DVC repository with two experiments (train.seed 1 and 2) of one trivial stage; the
     workspace's outputs removed afterwards, so that only the refs and the cache hold them."""
-    repo = tmp_path_factory.mktemp("exps")
-    dvc = str(Path(sys.executable).parent / "dvc")
-    (repo / "params.yaml").write_text("dataset: c1\ntrain:\n  seed: 0\n")
-    (repo / "make.py").write_text(STAGE)
-    (repo / "dvc.yaml").write_text(DVC_YAML)
-    _sh(repo, "git", "init", "-q")
-    _sh(repo, dvc, "init", "-q")
-    _sh(repo, "git", "add", ".")
-    _sh(repo, "git", "commit", "-qm", "init")
+    repo = new_dvc_repo(tmp_path_factory.mktemp("exps"), {"params.yaml": "dataset: c1\ntrain:\n  seed: 0\n",
+                                                          "make.py": STAGE, "dvc.yaml": DVC_YAML})
     for seed in (1, 2):
-        _sh(repo, dvc, "exp", "run", "-q", "-n", f"s{seed}", "-S", f"train.seed={seed}")
-    _sh(repo, "git", "checkout", "-q", "--", ".")
-    _sh(repo, "rm", "-rf", "reports")
+        sh(repo, DVC, "exp", "run", "-q", "-n", f"s{seed}", "-S", f"train.seed={seed}")
+    sh(repo, "git", "checkout", "-q", "--", ".")
+    sh(repo, "rm", "-rf", "reports")
     return repo
 
 
 def test_experiments_are_read_from_their_refs_and_the_cache_without_checkout(exp_repo, tmp_path):
-    head = _sh(exp_repo, "git", "rev-parse", "HEAD").strip()
-    refs = dict(line.split()[::-1] for line in _sh(exp_repo, "git", "for-each-ref", "--format=%(objectname) "
+    head = sh(exp_repo, "git", "rev-parse", "HEAD").strip()
+    refs = dict(line.split()[::-1] for line in sh(exp_repo, "git", "for-each-ref", "--format=%(objectname) "
                                                    "%(refname)", "refs/exps").splitlines())
     commits = {ref.rsplit("/", 1)[1]: sha for ref, sha in refs.items()}
     params = tmp_path / "params.yaml"
@@ -212,7 +193,7 @@ def test_experiments_are_read_from_their_refs_and_the_cache_without_checkout(exp
                                  "--baseline", "dense", "--markdown", str(out["md"]), "--csv", str(out["csv"]),
                                  "--plot", str(out["png"]), "--inputs", str(out["json"]), "--params", str(params)])
     assert code == 0
-    assert _sh(exp_repo, "git", "rev-parse", "HEAD").strip() == head and not (exp_repo / "reports").exists()
+    assert sh(exp_repo, "git", "rev-parse", "HEAD").strip() == head and not (exp_repo / "reports").exists()
     rows = {(r["measure"], r["retriever"]): r for r in csv.DictReader(out["csv"].open())}
     # bm25: seed 1 [.1, .2, .3] mean 0.2, seed 2 [.2, .4, .6] mean 0.4 -> 0.3 ± 0.2 / sqrt(2) = 0.141421;
     # against dense (0.5 on each query): averaged over seeds [.15, .3, .45] - .5 = [-.35, -.2, -.05], mean -0.2
@@ -264,43 +245,38 @@ QUEUE_YAML = DVC_YAML.replace("deps: [make.py]", "deps: [make.py, data/raw/ext]"
 def test_a_queued_seed_sweep_reaches_data_beside_the_repository_and_makes_one_table(tmp_path):
     """The README recipe on a trivial stage: data reached by a relative link to a folder beside the
     repository (as data/raw/scifact), three seeds queued, two workers, then exp show and the table."""
-    repo, dvc = tmp_path / "repo", str(Path(sys.executable).parent / "dvc")
+    repo = tmp_path / "repo"
     (tmp_path / "shared" / "ext").mkdir(parents=True)
     (tmp_path / "shared" / "ext" / "values.txt").write_text("x\n")
     (repo / "data" / "raw").mkdir(parents=True)
     (repo / "data" / "raw" / "ext").symlink_to("../../../shared/ext")
-    (repo / "params.yaml").write_text("dataset: c1\ntrain:\n  seed: 0\n")
-    (repo / "make.py").write_text(QUEUE_STAGE)
-    (repo / "dvc.yaml").write_text(QUEUE_YAML)
-    _sh(repo, "git", "init", "-q")
-    _sh(repo, dvc, "init", "-q")
-    _sh(repo, "git", "add", ".")
-    _sh(repo, "git", "commit", "-qm", "init")
+    new_dvc_repo(repo, {"params.yaml": "dataset: c1\ntrain:\n  seed: 0\n", "make.py": QUEUE_STAGE,
+                        "dvc.yaml": QUEUE_YAML})
     # a queued experiment runs in .dvc/tmp/exps/<tmp>/, where ../../../shared is .dvc/tmp/exps/shared
-    bad = subprocess.run([dvc, "exp", "run", "--temp", "-n", "broken"], cwd=repo, capture_output=True, text=True,
-                         env=_env(), timeout=120, check=False)
+    bad = subprocess.run([DVC, "exp", "run", "--temp", "-n", "broken"], cwd=repo, capture_output=True, text=True,
+                         env=git_env(), timeout=120, check=False)
     assert bad.returncode != 0 and "data/raw/ext" in bad.stdout + bad.stderr
     # the recipe's setup line: ../../../shared from any temp workspace is the repository's ../shared
-    _sh(repo, "mkdir", "-p", ".dvc/tmp/exps")
-    _sh(repo, "ln", "-sfn", "../../../../shared", ".dvc/tmp/exps/shared")
+    sh(repo, "mkdir", "-p", ".dvc/tmp/exps")
+    sh(repo, "ln", "-sfn", "../../../../shared", ".dvc/tmp/exps/shared")
     for seed in (1, 2, 3):
-        _sh(repo, dvc, "exp", "run", "--queue", "-n", f"seed{seed}", "-S", f"train.seed={seed}")
+        sh(repo, DVC, "exp", "run", "--queue", "-n", f"seed{seed}", "-S", f"train.seed={seed}")
     # the workers it starts are daemons that inherit its stdout/stderr: a captured pipe stays open until the last
     # task ends, which on a loaded machine outlasts any timeout. Their output goes to a file instead.
     with (tmp_path / "queue-start.log").open("w") as log:
-        started = subprocess.run([dvc, "queue", "start", "-j", "2"], cwd=repo, stdout=log, stderr=log, timeout=120,
-                                 env=_env(), check=False)
+        started = subprocess.run([DVC, "queue", "start", "-j", "2"], cwd=repo, stdout=log, stderr=log, timeout=120,
+                                 env=git_env(), check=False)
     assert started.returncode == 0, (tmp_path / "queue-start.log").read_text()
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
-        status = _sh(repo, dvc, "queue", "status")
+        status = sh(repo, DVC, "queue", "status")
         if not any(word in status for word in ("Queued", "Running")):
             break
         time.sleep(0.5)
     assert status.count("Success") == 3, status
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # a task can report Success a moment before its experiment's ref is collected
-        shown = _sh(repo, dvc, "exp", "show", "--csv", "--only-changed")
+        shown = sh(repo, DVC, "exp", "show", "--csv", "--only-changed")
         if all(f"seed{s}" in shown for s in (1, 2, 3)):
             break
         time.sleep(0.5)

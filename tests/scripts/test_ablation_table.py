@@ -4,13 +4,11 @@ and one family of comparisons against the baseline; bench_report renders the fol
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from beir_fixtures import load_script
+from dvc_repos import DVC, new_dvc_repo, sh
 
 # q0, q1 seen, q2, q3 unseen. dense: 0.5 on each (0.5 + base_shift on q3). A lever with train.lr = s scores
 # [0.5 + .1 s, 0.5 + .1 s, 0.5, 0.5 + .1 s]: s = 1 -> all 0.575, seen 0.6, unseen 0.55 (+0.05 over dense);
@@ -42,13 +40,6 @@ DVC_YAML = """stages:
 """
 
 
-def _sh(repo: Path, *cmd: str) -> None:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 @pytest.fixture(scope="module")
 def ablation():
     yield from load_script("ablation_table")
@@ -63,19 +54,13 @@ def report():
 def lever_repo(tmp_path_factory) -> Path:
     """Experiments a (train.lr 1), b (train.lr 2) and shifted (train.lr 1, another dense run); the workspace's
     outputs removed, so that only the refs and the DVC cache hold them."""
-    repo = tmp_path_factory.mktemp("levers")
-    dvc = str(Path(sys.executable).parent / "dvc")
-    (repo / "params.yaml").write_text("dataset: c1\nbase_shift: 0.0\ntrain:\n  lr: 0\n  select_measure: nDCG@10\n")
-    (repo / "make.py").write_text(STAGE)
-    (repo / "dvc.yaml").write_text(DVC_YAML)
-    _sh(repo, "git", "init", "-q")
-    _sh(repo, dvc, "init", "-q")
-    _sh(repo, "git", "add", ".")
-    _sh(repo, "git", "commit", "-qm", "init")
+    repo = new_dvc_repo(tmp_path_factory.mktemp("levers"), {
+        "params.yaml": "dataset: c1\nbase_shift: 0.0\ntrain:\n  lr: 0\n  select_measure: nDCG@10\n",
+        "make.py": STAGE, "dvc.yaml": DVC_YAML})
     for name, sets in {"a": ["train.lr=1"], "b": ["train.lr=2"], "shifted": ["train.lr=1", "base_shift=0.1"]}.items():
-        _sh(repo, dvc, "exp", "run", "-q", "-n", name, *[x for s in sets for x in ("-S", s)])
-        _sh(repo, "git", "checkout", "-q", "--", ".")
-    _sh(repo, "rm", "-rf", "reports", "dvclive")
+        sh(repo, DVC, "exp", "run", "-q", "-n", name, *[x for s in sets for x in ("-S", s)])
+        sh(repo, "git", "checkout", "-q", "--", ".")
+    sh(repo, "rm", "-rf", "reports", "dvclive")
     return repo
 
 
