@@ -28,13 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
 from retrieval_lab.comparison import compare, to_markdown
 from retrieval_lab.core.atomic import write_json, write_text
 from retrieval_lab.core.errors import InputError
-from retrieval_lab.core.params_file import dotted_items, load_params
-from retrieval_lab.experiments_table import open_experiment, read_experiment_file
+from retrieval_lab.core.params_file import load_params
+from retrieval_lab.experiments_table import experiment_params, open_experiment, read_experiment_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FT_PREFIX = "dense-ft-"  # a fine-tuned run's name: dense-ft-<train variant>
@@ -66,7 +64,7 @@ def gather(repo: Path, levers: list[tuple[str, str, str]], baseline: str) -> tup
     records, texts = [], {}
     for name, spec, run in levers:
         experiment, commit, _, reader = open_experiment(repo, spec)
-        params = dotted_items(yaml.safe_load(read_experiment_file(reader, "params.yaml", experiment)) or {})
+        params = experiment_params(reader, experiment)
         dataset, variant = params["dataset"], run.removeprefix(FT_PREFIX)
         measure = params["train.select_measure"]
         live = f"dvclive/{dataset}/{variant}"

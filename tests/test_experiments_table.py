@@ -19,7 +19,7 @@ from command_runner import run_command
 from dvc_repos import DVC, git_env, new_dvc_repo, sh
 
 from retrieval_lab.core.errors import InputError
-from retrieval_lab.experiments_table import build, gather, to_csv, to_markdown
+from retrieval_lab.experiments_table import build, experiment_params, gather, to_csv, to_markdown
 
 M = "nDCG@10"
 P = 1999  # sign assignments
@@ -228,6 +228,15 @@ def test_a_missing_experiment_or_file_is_one_line_naming_both(exp_repo, tmp_path
     assert err.count("\n") == 1
     assert "experiment 's1' has no reports/c1/lsa/per_query.json" in err
     assert not (tmp_path / "t.md").exists()
+
+
+def test_an_experiment_s_params_are_read_as_params_are():
+    # DVC writes `-S train.lr=5e-5` as `5e-05`: a number, as load_params reads it, not YAML 1.1's string
+    assert experiment_params(lambda path: "train:\n  lr: 5e-05\n", "x") == {"train.lr": 5e-05}
+    with pytest.raises(InputError, match="experiment 'x': invalid YAML"):
+        experiment_params(lambda path: "train: [\n", "x")
+    with pytest.raises(InputError, match="experiment 'x': invalid YAML .*duplicate key 'a'"):
+        experiment_params(lambda path: "a: 1\na: 2\n", "x")
 
 
 def test_gather_reads_the_workspace_too(exp_repo):

@@ -34,7 +34,7 @@ import numpy as np
 from . import stats
 from .comparison import per_query_measures, values_of
 from .core.errors import InputError
-from .core.params_file import dotted_items
+from .core.params_file import dotted_items, parse_yaml
 
 SEED_KEY = "train.seed"
 AVERAGE = "average"  # the last row's label
@@ -84,15 +84,23 @@ def read_experiment_file(reader, path: str, name: str) -> str:
         raise InputError(f"experiment {name!r}: cannot read {path} ({type(exc).__name__}: {exc})", path) from None
 
 
+def experiment_params(reader, name: str) -> dict:
+    """An experiment's params.yaml as flattened keys, read as params are read (YAML 1.2 floats, no key twice)."""
+    import yaml
+
+    try:
+        return dotted_items(parse_yaml(read_experiment_file(reader, "params.yaml", name)) or {})
+    except yaml.YAMLError as exc:
+        raise InputError(f"experiment {name!r}: invalid YAML ({exc})", "params.yaml") from None
+
+
 def gather(repo: str | Path, specs: list[str], runs: list[str], measures: list[str]) -> dict:
     """Read ``specs`` (``workspace``, git revisions, DVC experiment names or refs) from the repository
     ``repo``: for each, its name, commit, flattened params.yaml and ``runs`` -> query -> measure -> value."""
-    import yaml
-
     repo = Path(repo)
     experiments = []
     for name, commit, baseline, reader in [open_experiment(repo, spec) for spec in specs]:  # every name resolved before any read
-        params = dotted_items(yaml.safe_load(read_experiment_file(reader, "params.yaml", name)) or {})
+        params = experiment_params(reader, name)
         dataset = params.get("dataset")
         if not isinstance(dataset, str):
             raise InputError(f"experiment {name!r}: params.yaml names no dataset", "params.yaml", field="dataset")

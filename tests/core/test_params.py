@@ -57,6 +57,22 @@ def test_override_value_is_yaml_when_it_parses_else_the_raw_string(tmp_path, mon
     assert params.retrieve.fields == ["text"] and params.mine.margin is None
 
 
+def test_a_float_without_a_dot_is_a_number_as_dvc_writes_it(tmp_path, monkeypatch):
+    # `dvc exp run -S train.lr=5e-5` writes params.yaml with ruamel (YAML 1.2): `lr: 5e-05`, which YAML 1.1
+    # would read as the string '5e-05' and the schema would refuse
+    from ruamel.yaml import YAML
+
+    path = tmp_path / "params.yaml"
+    with path.open("w") as f:
+        YAML().dump({"train": {"lr": 5e-5, "weight_decay": 1e-3}}, f)
+    assert "lr: 5e-05" in path.read_text()
+    params = load_params(path)
+    assert params.train.lr == 5e-5 and params.train.weight_decay == 0.001
+    monkeypatch.chdir(tmp_path)
+    params = load_params(None, ["train.lr=2E+1", "bm25.k1=+12e-1", "tokenizer.pattern=1e"])
+    assert params.train.lr == 20.0 and params.bm25.k1 == 1.2 and params.tokenizer.pattern == "1e"
+
+
 @pytest.mark.parametrize("spelling", ["none", "None", "NONE", "null", "~"])
 def test_none_turns_off_stemmer_and_stopwords(spelling, tmp_path, monkeypatch):
     from retrieval_lab.tokenizer import Tokenizer

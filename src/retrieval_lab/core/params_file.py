@@ -152,6 +152,12 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+# YAML 1.1 (PyYAML) reads a float only with a dot, so `5e-05` would be the string '5e-05'; YAML 1.2, which DVC
+# reads and writes params.yaml with, reads it as a number, and `dvc exp run -S train.lr=5e-5` writes just that
+_Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
+                              list("-+0123456789"))
+
+
 def parse_yaml(text: str):
     """YAML as params take it: safe tags only, no key twice in one mapping (:class:`DuplicateKeyError`)."""
     return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
