@@ -459,7 +459,8 @@ def ablation_section(folder: Path | None) -> list[str]:
             continue
         strata = pair.get("strata", {})
         unseen = strata.get("unseen")
-        rows.append([f"`{lever['name']}`", _changes_text(lever["changes"]),
+        run = "" if lever["run"] == levers["levers"][0]["run"] else f" (run `{lever['run']}`)"
+        rows.append([f"`{lever['name']}`{run}", _changes_text(lever["changes"]),
                      _curve_text(lever["validation"], lever["selected_step"]), f"{pair['candidate_mean']:.4f}",
                      *[f"{strata[s]['candidate_mean']:.4f}" if s in strata else "-" for s in ("seen", "unseen")],
                      f"{unseen['mean_difference']:+.4f} {interval_text(unseen)}" if unseen else "-"])

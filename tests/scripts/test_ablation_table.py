@@ -89,6 +89,10 @@ def test_levers_their_changes_curves_and_one_family_of_comparisons(ablation, rep
     assert (f"| `b` | `train.lr=2` | 0.4000 → **0.4200** | 0.6500 | 0.7000 | 0.6000 | +0.1000 "
             f"[{unseen['ci_low']:+.4f}, {unseen['ci_high']:+.4f}] |") in text
     assert "6 comparisons" in text and "### Paired comparison on nDCG@10" in text
+    # a lever measured on another variant's run says so beside its name (its params alone would not)
+    b["run"] = "dense-ft-random"
+    (out / "levers.json").write_text(json.dumps({"baseline": "dense", "levers": [a, b]}))
+    assert "| `b` (run `dense-ft-random`) | `train.lr=2` |" in "\n".join(report.ablation_section(out))
 
 
 def test_levers_with_different_baselines_or_bad_specs_are_refused(ablation, lever_repo, tmp_path, capsys):
