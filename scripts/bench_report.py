@@ -650,6 +650,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="a folder written by scripts/ablation_table.py (levers.json, compare.json)")
     parser.add_argument("--output", default="docs/benchmarks.md")
     args = parser.parse_args(argv)
+    if args.scifact_ablation is not None:
+        missing = [n for n in ("levers.json", "compare.json") if not (args.scifact_ablation / n).is_file()]
+        if missing:
+            parser.error(f"--scifact-ablation {args.scifact_ablation}: no {' or '.join(missing)} "
+                         "(the folder scripts/ablation_table.py writes)")
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = results_dir / "manifest.json"

@@ -108,3 +108,10 @@ def test_levers_with_different_baselines_or_bad_specs_are_refused(ablation, leve
     assert ablation.main(["--repo", str(lever_repo), "--output", str(out), "a=a", "c=nope"]) == 2
     assert "experiment 'nope' not found" in capsys.readouterr().err
     assert not out.exists()  # nothing written by a refused call
+
+
+def test_bench_report_refuses_an_ablation_folder_without_its_files(report, tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        report.main(["--skip-run", "--scifact-ablation", str(tmp_path), "--output", str(tmp_path / "page.md")])
+    assert info.value.code == 2 and "no levers.json or compare.json" in capsys.readouterr().err
+    assert not (tmp_path / "page.md").exists()
