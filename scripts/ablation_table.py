@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from retrieval_lab.comparison import compare, to_markdown
+from retrieval_lab.comparison import compare, per_query_measures, to_markdown
 from retrieval_lab.core.atomic import write_json, write_text
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params_file import load_params
@@ -65,14 +65,23 @@ def gather(repo: Path, levers: list[tuple[str, str, str]], baseline: str) -> tup
     for name, spec, run in levers:
         experiment, commit, _, reader = open_experiment(repo, spec)
         params = experiment_params(reader, experiment)
-        dataset, variant = params["dataset"], run.removeprefix(FT_PREFIX)
-        measure = params["train.select_measure"]
+        dataset, measure = params.get("dataset"), params.get("train.select_measure", "nDCG@10")
+        if not isinstance(dataset, str):
+            raise InputError(f"experiment {experiment!r}: params.yaml names no dataset", "params.yaml",
+                             field="dataset")
+        variant = run.removeprefix(FT_PREFIX)
         live = f"dvclive/{dataset}/{variant}"
         curve = _curve(read_experiment_file(reader, f"{live}/plots/metrics/val/{measure}.tsv", experiment),
                        f"{experiment}:{live}", measure)
-        selected = json.loads(read_experiment_file(reader, f"{live}/metrics.json", experiment)).get("selected", {})
-        base_text = read_experiment_file(reader, f"reports/{dataset}/{baseline}/per_query.json", experiment)
-        base_values = {q: e["measures"] for q, e in json.loads(base_text)["queries"].items()}
+        try:
+            selected = json.loads(read_experiment_file(reader, f"{live}/metrics.json", experiment))["selected"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise InputError("not a training's dvclive metrics (no 'selected')",
+                             f"{experiment}:{live}/metrics.json") from None
+        base_path = f"reports/{dataset}/{baseline}/per_query.json"
+        base_text = read_experiment_file(reader, base_path, experiment)
+        base_values = {q: e.get("measures") for q, e in
+                       per_query_measures(base_text, f"{experiment}:{base_path}").items()}
         if baseline not in texts:
             texts[baseline], reference_values = base_text, base_values
         elif base_values != reference_values:

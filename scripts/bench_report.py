@@ -427,13 +427,11 @@ def _curve_text(curve: list, selected_step) -> str:
     return " → ".join(f"**{v:.4f}**" if step == selected_step else f"{v:.4f}" for step, v in curve)
 
 
-def ablation_section(folder: Path | None) -> list[str]:
+def ablation_section(folder: Path) -> list[str]:
     """scripts/ablation_table.py's folder: each lever's validation curve and its test measure against the base
     model, overall, seen and unseen, with the simultaneous intervals of the whole family."""
     from retrieval_lab.comparison import Comparisons, interval_text, to_markdown
 
-    if folder is None:
-        return []
     levers = json.loads((folder / "levers.json").read_text(encoding="utf-8"))
     result = json.loads((folder / "compare.json").read_text(encoding="utf-8"))
     baseline, measure = levers["baseline"], result["measure"]

@@ -115,3 +115,23 @@ def test_bench_report_refuses_an_ablation_folder_without_its_files(report, tmp_p
         report.main(["--skip-run", "--scifact-ablation", str(tmp_path), "--output", str(tmp_path / "page.md")])
     assert info.value.code == 2 and "no levers.json or compare.json" in capsys.readouterr().err
     assert not (tmp_path / "page.md").exists()
+
+
+@pytest.mark.parametrize("files, said", [
+    ({"params.yaml": "train: {lr: 1}\n"}, "params.yaml field 'dataset': experiment 'x': params.yaml names no dataset"),
+    ({"params.yaml": "dataset: c1\n", "dvclive/c1/hard/plots/metrics/val/nDCG@10.tsv": "step\tnDCG@10\n0\t0.4\n",
+      "dvclive/c1/hard/metrics.json": "{}"}, "x:dvclive/c1/hard/metrics.json: not a training's dvclive metrics"),
+    ({"params.yaml": "dataset: c1\n", "dvclive/c1/hard/plots/metrics/val/nDCG@10.tsv": "step\tnDCG@10\n0\t0.4\n",
+      "dvclive/c1/hard/metrics.json": '{"selected": {"step": 0}}', "reports/c1/dense/per_query.json": "[]"},
+     "x:reports/c1/dense/per_query.json: not an evaluate per_query.json"),
+])
+def test_an_experiment_missing_what_a_lever_needs_is_one_line(ablation, monkeypatch, tmp_path, capsys, files, said):
+    def reader(path):
+        if path not in files:
+            raise FileNotFoundError(path)
+        return files[path]
+
+    monkeypatch.setattr(ablation, "open_experiment", lambda repo, spec: ("x", "0" * 40, "0" * 40, reader))
+    assert ablation.main(["--repo", str(tmp_path), "--output", str(tmp_path / "out"), "a=x"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err and not (tmp_path / "out").exists()
