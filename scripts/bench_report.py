@@ -567,12 +567,12 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
                  metrics_dirs: Path | None | list[tuple[str | None, Path | list[Path]]], timings: list[Path],
                  current: dict, now: str, finetune: dict | None = None, scale: dict | None = None,
                  invocation: list[str] | None = None, dense_tokens: int | None = None,
-                 ablation: Path | None = None) -> str:
+                 ablation: list[Path] | None = None) -> str:
     """``metrics_dirs``: one SciFact metrics folder, or (label, folder) pairs for several configurations; a list
     of folders in place of one: the training seeds of that configuration (the first shown, all in the spread).
     ``invocation``: this script's arguments that made the page, shown in its head. ``dense_tokens``: the
-    SciFact dense runs' encoded length (see :func:`quality_section`). ``ablation``: a folder of
-    ``scripts/ablation_table.py`` (see :func:`ablation_section`)."""
+    SciFact dense runs' encoded length (see :func:`quality_section`). ``ablation``: folders of
+    ``scripts/ablation_table.py``, one section each (see :func:`ablation_section`)."""
     speed, machine = speed_section(results, manifest, results_dir, current)
     quick = any(e.get("quick") for n, e in manifest.items() if results.get(n) is not None)
     head = ["# Benchmarks", "",
@@ -589,7 +589,7 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
         metrics_dirs = [(None, metrics_dirs)]
     sections = [quality_section(where if isinstance(where, list) else [where] if where else [], label, dense_tokens)
                 for label, where in metrics_dirs]
-    parts = [head, machine, speed, *sections, *([ablation_section(ablation)] if ablation else []),
+    parts = [head, machine, speed, *sections, *[ablation_section(folder) for folder in ablation or []],
              finetune_section(finetune, results_dir), scale_section(scale, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
@@ -644,14 +644,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dense-tokens", type=int, default=None, metavar="N",
                         help="the SciFact dense runs' dense.max_seq_length: a published figure made at another "
                              "length is shown but not judged")
-    parser.add_argument("--scifact-ablation", type=Path, default=None, metavar="FOLDER",
-                        help="a folder written by scripts/ablation_table.py (levers.json, compare.json)")
+    parser.add_argument("--scifact-ablation", type=Path, nargs="+", default=[], metavar="FOLDER",
+                        help="folders written by scripts/ablation_table.py (levers.json, compare.json), one "
+                             "section each: levers gathered apart (another baseline, another day) are judged apart")
     parser.add_argument("--output", default="docs/benchmarks.md")
     args = parser.parse_args(argv)
-    if args.scifact_ablation is not None:
-        missing = [n for n in ("levers.json", "compare.json") if not (args.scifact_ablation / n).is_file()]
+    for folder in args.scifact_ablation:
+        missing = [n for n in ("levers.json", "compare.json") if not (folder / n).is_file()]
         if missing:
-            parser.error(f"--scifact-ablation {args.scifact_ablation}: no {' or '.join(missing)} "
+            parser.error(f"--scifact-ablation {folder}: no {' or '.join(missing)} "
                          "(the folder scripts/ablation_table.py writes)")
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)

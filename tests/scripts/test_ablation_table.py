@@ -110,6 +110,20 @@ def test_levers_with_different_baselines_or_bad_specs_are_refused(ablation, leve
     assert not out.exists()  # nothing written by a refused call
 
 
+def test_bench_report_renders_each_ablation_folder_as_its_own_family(ablation, report, lever_repo, tmp_path):
+    # levers gathered apart (another day, another baseline) keep their own family: 2 levers x 3 strata = 6, 1 x 3 = 3
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(first), "a=a", "b=b"]) == 0
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(second), "b=b"]) == 0
+    page = tmp_path / "page.md"
+    assert report.main(["--skip-run", "--results-dir", str(tmp_path / "results"), "--output", str(page),
+                        "--scifact-ablation", str(first), str(second)]) == 0
+    text = page.read_text()
+    one, two = f"## SciFact ablation: one change at a time (`{first}`)", f"(`{second}`)"
+    assert text.index(one) < text.index(two)
+    assert "(6 comparisons)" in text.split(two)[0] and "(3 comparisons)" in text.split(two)[1]
+
+
 def test_bench_report_refuses_an_ablation_folder_without_its_files(report, tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         report.main(["--skip-run", "--scifact-ablation", str(tmp_path), "--output", str(tmp_path / "page.md")])
