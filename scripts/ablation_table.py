@@ -7,7 +7,8 @@ measure against the base model overall and on seen and unseen queries, judged as
 Each lever is NAME=EXPERIMENT[:RUN] (RUN: the fine-tuned run, default --run); the first lever is the reference
 whose params the others' changes are listed against. Every experiment is read without checking it out, as
 ``retrieval-lab table`` reads them: params.yaml, the runs' per_query.json (through the DVC cache) and the
-training's dvclive validation curve. Writes, in --output:
+training's dvclive validation curve. Writes the folder --output whole (all its files or none; it replaces only
+a folder this script wrote, or an empty one, and refuses before reading any experiment otherwise):
 
 - ``levers.json``: each lever's experiment and commit, the params that differ from the reference's, the
   validation values (one per validation: the untrained model, then each epoch) and the step of the weights kept;
@@ -29,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from retrieval_lab.comparison import compare, per_query_measures, to_markdown
-from retrieval_lab.core.atomic import write_json, write_text
+from retrieval_lab.core.atomic import atomic_path, check_replaceable, write_json, write_text
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params_file import load_params
 from retrieval_lab.experiments_table import experiment_params, open_experiment, read_experiment_file
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("levers", nargs="+", metavar="NAME=EXPERIMENT[:RUN]")
     parser.add_argument("--repo", required=True, help="the repository holding the experiments")
-    parser.add_argument("--output", required=True, help="folder to write levers.json and compare.{json,md} in")
+    parser.add_argument("--output", required=True, help="the folder to write (levers.json, compare.json, compare.md)")
     parser.add_argument("--run", default="dense-ft-hard", help="the fine-tuned run of a lever without :RUN")
     parser.add_argument("--baseline", default="dense", help="the run every lever is compared with")
     args = parser.parse_args(argv)
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [name for name, _, _ in levers]
         if len(set(names)) < len(names) or args.baseline in names:
             raise InputError(f"lever names must be unique and differ from the baseline {args.baseline!r}")
+        check_replaceable(args.output, is_dir=True, field="--output")  # before reading any experiment
         records, texts = gather(Path(args.repo), levers, args.baseline)
         params = load_params(ROOT / "params.yaml")
         ev = params.evaluate
@@ -121,15 +123,16 @@ def main(argv: list[str] | None = None) -> int:
                 (Path(tmp) / run / "per_query.json").write_text(text, encoding="utf-8")
             result = compare(tmp, [[args.baseline, n] for n in names], params.compare.measure, ev.ci_level,
                              ev.permutations, ev.seed)
-    except InputError as exc:
+        # one folder output, renamed into place whole: all three files or none, and it replaces only a
+        # folder this script wrote (one holding the output marker) or an empty one
+        with atomic_path(args.output, is_dir=True) as folder:
+            write_json(folder / "levers.json", {"baseline": args.baseline, "levers": records})
+            write_json(folder / "compare.json", result.to_json())
+            write_text(folder / "compare.md", to_markdown(result))
+    except (InputError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "levers.json", {"baseline": args.baseline, "levers": records})
-    write_json(out / "compare.json", result.to_json())
-    write_text(out / "compare.md", to_markdown(result))
-    print(f"wrote {out}/levers.json, compare.json, compare.md ({len(records)} levers)")
+    print(f"wrote {args.output}/levers.json, compare.json, compare.md ({len(records)} levers)")
     return 0
 
 

@@ -149,3 +149,24 @@ def test_an_experiment_missing_what_a_lever_needs_is_one_line(ablation, monkeypa
     assert ablation.main(["--repo", str(tmp_path), "--output", str(tmp_path / "out"), "a=x"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err and not (tmp_path / "out").exists()
+
+
+def test_the_output_folder_replaces_only_what_the_script_wrote(ablation, lever_repo, tmp_path, capsys):
+    out = tmp_path / "ablation"
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(out), "a=a"]) == 0
+    assert json.loads((out / "compare.json").read_text())["family_size"] == 3  # 1 lever x (all, seen, unseen)
+    # its own folder is replaced whole: a second gathering leaves no trace of the first
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(out), "a=a", "b=b"]) == 0
+    assert json.loads((out / "compare.json").read_text())["family_size"] == 6
+    # a folder holding someone's files, or a file, is refused in one line; nothing in it changes
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "compare.md").write_text("my notes\n")
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(mine), "a=a"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did not write" in err and str(mine) in err
+    assert sorted(p.name for p in mine.iterdir()) == ["compare.md"] and (mine / "compare.md").read_text() == "my notes\n"
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert ablation.main(["--repo", str(lever_repo), "--output", str(afile), "a=a"]) == 2
+    assert "is a file" in capsys.readouterr().err and afile.read_text() == "x"
