@@ -18,7 +18,7 @@ metrics engine (fp32, 256 tokens, exhaustive search) on the 300 test queries:
   (scale 20 = temperature 0.05; only a pair's own positive counts as positive; one
   max length, 256, for queries and documents).
 - **ours**: the `train` stage's code with params.yaml plus ``--set`` overrides, which
-  default to the README's SciFact quality command (:data:`SCIFACT_QUALITY`), on
+  default to the SciFact quality command of docs/datasets.md (:data:`SCIFACT_QUALITY`), on
   negatives mined by our `mine` step with those params: variant ``hard`` (both sides).
 - **ours-query**: the same for variant ``query`` (only the query encoder, against the
   base model's fp32 embeddings of every document, which are also what it is scored on).
@@ -44,7 +44,7 @@ import _bench
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "models" / "base.lock.json"
 FIELDS = ["title", "text"]
-# The README's SciFact quality command, as --set overrides (tests/scripts/test_bench_finetune.py checks they agree).
+# The SciFact quality command of docs/datasets.md, as --set overrides (tests/scripts/test_bench_finetune.py checks they agree).
 # The bench trains on the raw collection (no validation split), so "ours" trains those maximum epochs
 # and keeps the last, like the recipes it is set against; the pipeline keeps the best on validation.
 SCIFACT_QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true", "train.epochs=3",
@@ -231,7 +231,7 @@ def main() -> None:
     parser.add_argument("--data", default=str(_bench.SCIFACT), help="BEIR SciFact folder")
     parser.add_argument("--run", required=True, help="the base model's dense TREC run over the train queries")
     parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="SECTION.KEY=VALUE",
-                        help="params.yaml override for ours (default: the README's SciFact quality command)")
+                        help="params.yaml override for ours (default: the SciFact quality command of docs/datasets.md)")
     parser.add_argument("--only", nargs="+", choices=list(CONTENDERS), default=list(CONTENDERS))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--json")

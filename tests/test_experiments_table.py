@@ -303,13 +303,14 @@ def test_a_queued_seed_sweep_reaches_data_beside_the_repository_and_makes_one_ta
 
 # ----------------------------------------------------------------------------- the committed worked example
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "experiments_table.py"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MODULE = "retrieval_lab.publishing.experiments"
 
 
 def _script(*args: str) -> subprocess.CompletedProcess:
-    path = os.pathsep.join([str(SCRIPT.parents[1] / "src"), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(REPO_ROOT / "src"), os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": path}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=300,
+    return subprocess.run([sys.executable, "-m", MODULE, *args], capture_output=True, text=True, env=env, timeout=300,
                           check=False)
 
 
@@ -326,7 +327,7 @@ def test_the_check_fails_on_a_stale_table(tmp_path):
         e["baseline"] = e["commit"]
     (tmp_path / "inputs.json").write_text(json.dumps(inputs))
     assert _script("--folder", str(tmp_path), "--check").returncode == 1  # no table yet
-    params = SCRIPT.parents[1] / "params.yaml"
+    params = REPO_ROOT / "params.yaml"
     assert run_command("table", ["--from-inputs", str(tmp_path / "inputs.json"), "--baseline", "dense", "--params",
                                  str(params), "--markdown", str(tmp_path / "table.md"),
                                  "--csv", str(tmp_path / "table.csv")]) == 0

@@ -114,9 +114,9 @@ def keep_freed_memory() -> bool:
     By default glibc maps each block over a threshold (128 KiB, rising to at most 32 MiB) on its own and
     unmaps it when freed, and trims the heap once 128 KiB at its top are free. A model's activations are
     allocated and freed batch after batch, so every batch's memory came back as new pages the kernel had
-    to fault in and zero: encoding SciFact's 5,183 abstracts took 9.5 million page faults and 16 s of
-    system time beside 152 s of user time; with blocks up to 256 MiB served from the heap and the heap
-    never trimmed, 0.2 million and 2 s (the same with every block on the heap). Only where freed memory
+    to fault in and zero, a system-time cost paid on every batch (measured in docs/lab-notes.md, "Keeping
+    freed memory"). Blocks up to 256 MiB are served from the heap and the heap is never trimmed, so the
+    pages are reused instead. Only where freed memory
     goes changes, never the arithmetic (the embeddings' bytes are the same). Larger blocks (a big
     corpus's embedding matrix, allocated once) are still mapped on their own and returned when freed;
     the heap keeps its peak until the process exits, which a command does when its work is done. Other

@@ -5,8 +5,7 @@ on any machine. Everything downstream of a neural model differs in its last floa
 between CPUs (instruction sets change summation order), so those outputs are compared
 through their measures instead: each measure in ``metrics/<dataset>/*.json`` must stay
 within ``MEASURE_TOLERANCE`` of the committed value; a file of an exact stage must match to
-the last digit. The tolerance is measured by ``scripts/measure_float_drift.py`` (README,
-"Reproducibility").
+the last digit. The tolerance is measured by ``scripts/measure_float_drift.py`` (docs/reproducibility.md).
 """
 
 from __future__ import annotations

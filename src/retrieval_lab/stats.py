@@ -11,12 +11,11 @@ the two-sided paired randomization (sign-flip) test, and the interval of every s
 ``delta`` that test does not reject for ``d - delta`` with the same random signs. So
 "adjusted p <= alpha" and "the interval excludes 0" are one statement.
 
-Why sign flips and not a percentile bootstrap (measured with five comparisons per family,
-600 simulated families with no true difference): with 50 normal per-query differences,
-percentile bootstrap intervals at Bonferroni's level let 7.7% of families through, and
-on 70 differences that are mostly ties with a few large moves (a typical retriever
-change) even t-expanded percentile intervals let 10.2% through; sign flips, exact
-under that null, let 4.3% and 4.8% through.
+Why sign flips and not a percentile bootstrap: with few queries, and with per-query
+differences that are mostly ties and a few large moves (a typical retriever change),
+percentile bootstrap intervals at Bonferroni's level let more families with no true
+difference through than the level promises; sign flips are exact under that null
+(the simulation's figures: docs/lab-notes.md, "Statistics: sign flips against the bootstrap").
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def test_the_plots_name_every_run_and_variant_params_declares():
 
 def test_bench_report_describes_every_run_of_the_pipeline():
     # read, not imported: its run list is a literal mapping run -> description
-    tree = ast.parse((REPO / "scripts" / "bench_report.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "src" / "retrieval_lab" / "publishing" / "benchmarks.py").read_text(encoding="utf-8"))
     (described,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
                     and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["SCIFACT_RUNS"]]
     assert [key.value for key in described.keys] == run_names(_params())

@@ -140,7 +140,7 @@ class DenseParams(Section):
 class FusionMethod(Section):
     """A fusion method's one parameter (the method's module says what it means and which values are valid)."""
     value: float = param()  # used when fusion.tune is false or no qrels are given
-    grid: list[float] = param(rule=lambda value: None if value else "expected at least one value")  # tuning
+    grid: list[float] = param(rule=rules.non_empty)  # the values tuning tries
 
 
 @dataclass(frozen=True)

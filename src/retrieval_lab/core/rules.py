@@ -49,6 +49,13 @@ def each(check):
 
 
 POSITIVE, NON_NEGATIVE, UNIT = between(1, None), between(0, None), between(0.0, 1.0)
+
+
+def non_empty(value):
+    """at least one value."""
+    return None if value else "expected at least one value"
+
+
 ABOVE_ZERO = between(0.0, None, low_open=True)
 SEED = between(0, 2**32 - 1)  # numpy, scikit-learn and FAISS take 32-bit unsigned seeds
 RUN_NAME = matches(NAME, "a run name")
@@ -57,16 +64,19 @@ FAISS_FACTORY = matches(_FAISS_FACTORY, "a FAISS factory string (e.g. Flat, HNSW
 
 
 def device(value):
+    """auto, cpu, cuda or cuda:N."""
     if value in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", value):
         return None
     return f"unknown device {value!r} (auto, cpu, cuda, cuda:N)"
 
 
 def lock(value):
+    """builtin, a lock file, a model folder or hub:NAME@REVISION."""
     return None if value.strip() else "expected builtin, a lock file, a model folder or hub:NAME@REVISION"
 
 
 def fields(value):
+    """distinct names among title, text, at least one."""
     if not value:
         return "expected at least one of title, text"
     if len(set(value)) != len(value) or not set(value) <= set(FIELDS):
@@ -75,6 +85,7 @@ def fields(value):
 
 
 def pairs(value):
+    """[baseline, candidate] pairs of run names."""
     for i, pair in enumerate(value):
         if len(pair) != 2:
             return f"item {i}: expected [baseline, candidate], got {pair!r}"
@@ -110,6 +121,7 @@ def names_a_file(spec: str) -> bool:
 
 
 def stopwords(value):
+    """a stopword language (english, english_plus, german, ...) or a file, one word a line."""
     if value in STOPWORD_LANGUAGES or names_a_file(value):
         return None  # a file is read (and checked) by the tokenizer
     return (f"{value!r} is neither a stopword language ({', '.join(sorted(STOPWORD_LANGUAGES))}) nor a file; "
@@ -117,6 +129,7 @@ def stopwords(value):
 
 
 def stemmer(value):
+    """a Snowball language (PyStemmer's list)."""
     import Stemmer
 
     if value not in Stemmer.algorithms():

@@ -248,8 +248,8 @@ def _schedule(optimizer, params: TrainParams, total: int) -> torch.optim.lr_sche
 
 
 def _autocast(device: torch.device, cpu_bf16: bool):
-    """bf16 autocast: always on CUDA; on CPU when ``train.bf16`` asks. On 2 Zen 4 cores (AVX512-BF16) the forward
-    and backward of 32 SciFact triples at 256 tokens took 11 s instead of 17 s, its gradient within 0.2% of fp32's."""
+    """bf16 autocast: always on CUDA; on CPU when ``train.bf16`` asks, which pays off only on a CPU with native
+    bf16 (AVX512-BF16 / AMX); its speed and gradient error against fp32 are in docs/lab-notes.md."""
     if device.type == "cuda" or cpu_bf16:
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()

@@ -1,4 +1,4 @@
-"""scripts/ablation_table.py: levers read from DVC experiments without checkout, their changes, validation curves
+"""retrieval_lab.publishing.ablation (scripts/ablation_table.py): levers read from DVC experiments without checkout, their changes, validation curves
 and one family of comparisons against the baseline; bench_report renders the folder; bad input is refused."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from beir_fixtures import load_script
 from dvc_repos import DVC, new_dvc_repo, sh
+
+from retrieval_lab.publishing import ablation as ablation_module
+from retrieval_lab.publishing import benchmarks
 
 # q0, q1 seen, q2, q3 unseen. dense: 0.5 on each (0.5 + base_shift on q3). A lever with train.lr = s scores
 # [0.5 + .1 s, 0.5 + .1 s, 0.5, 0.5 + .1 s]: s = 1 -> all 0.575, seen 0.6, unseen 0.55 (+0.05 over dense);
@@ -42,12 +44,12 @@ DVC_YAML = """stages:
 
 @pytest.fixture(scope="module")
 def ablation():
-    yield from load_script("ablation_table")
+    return ablation_module
 
 
 @pytest.fixture(scope="module")
 def report():
-    yield from load_script("bench_report")
+    return benchmarks
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,13 @@
 import json
 
 import pytest
-from beir_fixtures import load_script
+
+from retrieval_lab.publishing import spread
 
 
 @pytest.fixture(scope="module")
 def seed_spread():
-    yield from load_script("seed_spread")
+    return spread
 
 
 def _folder(root, name, ft_all, ft_seen, ft_unseen):

@@ -1,4 +1,4 @@
-"""scripts/bench_report.py: docs/benchmarks.md assembled from fabricated JSONs; no benchmark is run."""
+"""retrieval_lab.publishing.benchmarks (scripts/bench_report.py): docs/benchmarks.md assembled from fabricated JSONs; no benchmark is run."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import re
 import shlex
 
 import pytest
-from beir_fixtures import REPO, load_script
+from beir_fixtures import REPO
+
+from retrieval_lab.publishing import benchmarks
 
 MACHINE = {"cpu": "Test CPU 3000", "cores": 8, "usable_cores": 4, "ram_gib": 31.2, "gpu": "none", "os": "Linux",
            "python": "3.11.7", "torch": "2.13.0", "numpy": "2.1.0", "peers": {"bm25s": "0.3.16"},
@@ -16,7 +18,7 @@ MACHINE = {"cpu": "Test CPU 3000", "cores": 8, "usable_cores": 4, "ram_gib": 31.
 
 @pytest.fixture(scope="module")
 def report():
-    yield from load_script("bench_report")
+    return benchmarks
 
 
 def _write(path, obj):

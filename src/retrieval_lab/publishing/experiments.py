@@ -1,7 +1,7 @@
 """Write the worked example of README's "Comparing many experiments" from experiments, or check it.
 
-    .venv/bin/python scripts/experiments_table.py --repo CLONE --experiments seed42 seed43 seed44
-    .venv/bin/python scripts/experiments_table.py --check   # exit 1 when the committed table is stale
+    python -m retrieval_lab.publishing.experiments --repo CLONE --experiments seed42 seed43 seed44
+    python -m retrieval_lab.publishing.experiments --check   # exit 1 when the committed table is stale
 
 The first form reads the experiments (DVC experiment names in the repository CLONE, none checked out)
 into ``docs/comparing-experiments/inputs.json`` (per-query values, params, commits) and renders
@@ -20,7 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from retrieval_lab.publishing import REPO as ROOT
+
 FOLDER = ROOT / "docs" / "comparing-experiments"
 BASELINE = "dense"
 _NUMBER = re.compile(r"[-+]?\d+\.(\d+)")
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                      or not _same_table((folder / name).read_text(), (out / name).read_text())]
         for name in stale:
             print(f"{folder / name} differs from what {folder / 'inputs.json'} renders "
-                  "(run scripts/experiments_table.py)", file=sys.stderr)
+                  "(run python -m retrieval_lab.publishing.experiments)", file=sys.stderr)
         return 1 if stale else 0
     if not (args.repo and args.experiments):
         parser.error("--repo and --experiments are needed unless --check")

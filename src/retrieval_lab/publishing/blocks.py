@@ -1,0 +1,214 @@
+"""The generated blocks of README.md and docs/: each table rendered from committed JSON, between markers.
+
+    python -m retrieval_lab.publishing           # rewrite every block (and the generated pages)
+    python -m retrieval_lab.publishing --check   # change nothing; exit 1 naming each stale block
+
+A block is ``<!-- BEGIN generated:NAME -->`` ... ``<!-- END generated:NAME -->``; NAME is one of
+:data:`BLOCKS`. A file may hold any of them, each at most once; a name no renderer knows, or a
+BEGIN without its END, is refused naming the file. The sources, all committed:
+
+``headline``             README's one table: support (``metrics/support/``) and SciFact's quality
+                         command, seed 42 (``bench-results/scifact-default-s42/``), seen and unseen
+``support-results``      the evaluate stage's means per support run (``metrics/support/<run>.json``)
+``support-compare``      the compare stage's table (``metrics/support/compare.json``)
+``experiments-support``  ``retrieval-lab table`` over 3 support seeds (``docs/comparing-experiments/inputs.json``)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from retrieval_lab.core.errors import InputError
+
+MEASURES = ["nDCG@10", "R@10", "R@100", "RR@10", "AP@100", "Success@1"]
+# run -> its label in the table, in table order; a run not listed follows under its own name
+LABELS = {
+    "bm25": "bm25",
+    "lsa": "lsa",
+    "dense": "dense (base all-MiniLM-L6-v2)",
+    "dense-ft-hard": "dense-ft-hard",
+    "dense-ft-random": "dense-ft-random",
+    "dense-ft-temperature": "dense-ft-temperature (τ = {temperature})",
+    "dense-ft-query": "dense-ft-query (query side only)",
+    "fused-rrf": "fused-rrf (bm25 + dense-ft-query)",
+    "fused-weighted": "fused-weighted",
+}
+HEADLINE_RUNS = ["bm25", "dense", "dense-ft-hard", "dense-ft-query", "fused-rrf", "fused-weighted"]
+SCIFACT_HEADLINE = Path("bench-results") / "scifact-default-s42"
+_NUMBER = re.compile(r"[-+]?\d+\.(\d+)")
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", str(path), exc.lineno) from None
+
+
+def run_metrics(folder: Path) -> dict[str, dict]:
+    """run name -> the evaluate stage's metrics (files with ``queries_evaluated``; compare.json is not one)."""
+    found = {}
+    for path in sorted(folder.glob("*.json")):
+        data = _read_json(path)
+        if isinstance(data, dict) and "queries_evaluated" in data:
+            found[path.stem] = data
+    if not found:
+        raise InputError("no metrics file of the evaluate stage", str(folder))
+    return found
+
+
+def _four(value) -> str:
+    return f"{value:.4f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "-"
+
+
+def support_table(folder: Path, params_path: Path) -> str:
+    """Markdown table: one row per run, ``MEASURES`` to 4 decimals ('-' where a measure is missing)."""
+    from retrieval_lab.core.params_file import load_params
+
+    variants = load_params(params_path).train.variants
+    temperature = variants["temperature"].temperature if "temperature" in variants else "?"
+    found = run_metrics(folder)
+    runs = [r for r in LABELS if r in found] + sorted(r for r in found if r not in LABELS)
+    lines = ["| run | " + " | ".join(MEASURES) + " |", "|---|" + "---:|" * len(MEASURES)]
+    for run in runs:
+        label = LABELS.get(run, run).format(temperature=temperature)
+        lines.append(f"| {label} | " + " | ".join(_four(found[run].get(m)) for m in MEASURES) + " |")
+    return "\n".join(lines)
+
+
+def compare_block(folder: Path) -> str:
+    """The compare stage's table and its notes, without the report's heading."""
+    from retrieval_lab.comparison import Comparisons, to_markdown
+
+    text = to_markdown(Comparisons.from_json(_read_json(folder / "compare.json")))
+    return text.split("\n", 2)[2].strip("\n")  # drop "# Paired comparison on ..." and its blank line
+
+
+def _stratum(metrics: dict, stratum: str, measure: str) -> tuple[str, int | None]:
+    part = metrics.get(stratum)
+    if not isinstance(part, dict):
+        return "-", None
+    return _four(part.get(measure)), part.get("queries")
+
+
+def headline_table(support: Path, scifact: Path, measure: str = "nDCG@10") -> str:
+    """One row per run of :data:`HEADLINE_RUNS`: support's mean, SciFact's mean and its seen / unseen strata."""
+    ours, theirs = run_metrics(support), run_metrics(scifact)
+    counts = {"support": None, "all": None, "seen": None, "unseen": None}
+    rows = []
+    for run in HEADLINE_RUNS:
+        s, f = ours.get(run, {}), theirs.get(run, {})
+        counts["support"] = counts["support"] or s.get("queries_evaluated")
+        counts["all"] = counts["all"] or f.get("queries_evaluated")
+        cells = [_four(s.get(measure)), _four(f.get(measure))]
+        for stratum in ("seen", "unseen"):
+            value, n = _stratum(f, stratum, measure)
+            counts[stratum] = counts[stratum] or n
+            cells.append(value)
+        rows.append(f"| {LABELS.get(run, run).format(temperature='?')} | " + " | ".join(cells) + " |")
+
+    def n(key: str) -> str:
+        return f" ({counts[key]} queries)" if counts[key] else ""
+
+    head = (f"| {measure} on the test split | support{n('support')} | SciFact{n('all')} | SciFact seen{n('seen')} "
+            f"| SciFact unseen{n('unseen')} |")
+    return "\n".join([head, "|---|---:|---:|---:|---:|", *rows])
+
+
+def experiments_table(repo: Path) -> str:
+    """``retrieval-lab table --from-inputs`` over the committed worked example, without its heading."""
+    from retrieval_lab import cli
+    from retrieval_lab.publishing.experiments import BASELINE
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):  # it prints the table
+        out = Path(tmp)
+        code = cli.main(["table", "--baseline", BASELINE, "--params", str(repo / "params.yaml"), "--from-inputs",
+                         str(repo / "docs" / "comparing-experiments" / "inputs.json"),
+                         "--markdown", str(out / "table.md"), "--csv", str(out / "table.csv")])
+        if code:
+            raise InputError(f"retrieval-lab table exited {code}", "docs/comparing-experiments/inputs.json")
+        text = (out / "table.md").read_text(encoding="utf-8")
+    body = text.split("\n", 2)[2].strip("\n")  # drop "# Retrievers across ..." and its blank line
+    return re.sub(r"^## ", "#### ", body, flags=re.MULTILINE)  # the page's own headings sit above
+
+
+def same_numbers(committed: str, rendered: str) -> bool:
+    """Equal text around the numbers; each number within one unit of its last printed digit (sums and interval
+    ends can differ in their last bits between CPUs, which can move a rounding that lies on the edge)."""
+    if _NUMBER.sub("#", committed) != _NUMBER.sub("#", rendered):
+        return False
+    pairs = zip(_NUMBER.finditer(committed), _NUMBER.finditer(rendered))
+    return all(abs(float(x.group()) - float(y.group())) <= 1.01 * 10.0 ** -len(x.group(1)) for x, y in pairs)
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    render: Callable[[Path], str]  # the repository root -> the block's text
+    same: Callable[[str, str], bool] = str.__eq__  # committed, rendered
+
+
+BLOCKS = {b.name: b for b in [
+    Block("headline", lambda repo: headline_table(repo / "metrics" / "support", repo / SCIFACT_HEADLINE)),
+    Block("support-results", lambda repo: support_table(repo / "metrics" / "support", repo / "params.yaml")),
+    Block("support-compare", lambda repo: compare_block(repo / "metrics" / "support")),
+    Block("experiments-support", experiments_table, same_numbers),
+]}
+_MARKER = re.compile(r"<!-- (BEGIN|END) generated:([^ ]+) -->")
+
+
+def _spans(text: str, source: str) -> dict[str, tuple[int, int]]:
+    """name -> (start, end) of each block's content; every marker paired, every name known, none twice."""
+    spans: dict[str, tuple[int, int]] = {}
+    open_name, start = None, 0
+    for m in _MARKER.finditer(text):
+        kind, name = m.groups()
+        line = text.count("\n", 0, m.start()) + 1
+        if kind == "BEGIN":
+            if open_name is not None:
+                raise InputError(f"generated:{name} begins inside generated:{open_name}", source, line)
+            if name not in BLOCKS:
+                raise InputError(f"no renderer for generated:{name} (known: {', '.join(BLOCKS)})", source, line)
+            if name in spans:
+                raise InputError(f"generated:{name} appears twice", source, line)
+            if not text.startswith("\n", m.end()):
+                raise InputError(f"generated:{name}: the BEGIN marker must end its line", source, line)
+            open_name, start = name, m.end() + 1
+        else:
+            if name != open_name:
+                raise InputError(f"END generated:{name} without its BEGIN", source, line)
+            spans[name] = (start, m.start())
+            open_name = None
+    if open_name is not None:
+        raise InputError(f"generated:{open_name} has no END marker", source)
+    return spans
+
+
+def fill(text: str, rendered: dict[str, str], source: str) -> tuple[str, list[str]]:
+    """``text`` with every block it holds replaced by its rendering, and the names of the blocks that changed."""
+    spans = _spans(text, source)
+    stale = [name for name, (a, b) in spans.items() if not BLOCKS[name].same(text[a:b].rstrip("\n"), rendered[name])]
+    for name, (a, b) in sorted(spans.items(), key=lambda item: -item[1][0]):
+        if name in stale:
+            text = text[:a] + rendered[name] + "\n" + text[b:]
+    return text, stale
+
+
+def published_files(repo: Path) -> list[Path]:
+    """README.md and every page of docs/ (generated or not: a marker can sit in any of them)."""
+    return [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]
+
+
+def render_all(repo: Path, names: list[str] | None = None) -> dict[str, str]:
+    return {name: BLOCKS[name].render(repo) for name in names or BLOCKS}
+
+
+def used_blocks(repo: Path) -> dict[Path, list[str]]:
+    return {path: list(_spans(path.read_text(encoding="utf-8"), str(path))) for path in published_files(repo)}

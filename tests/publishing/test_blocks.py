@@ -1,0 +1,111 @@
+"""retrieval_lab.publishing.blocks: every table README.md and docs/ publish is what the committed JSON renders."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from beir_fixtures import REPO
+
+from retrieval_lab.core.errors import InputError
+from retrieval_lab.publishing import blocks
+
+PARAMS = REPO / "params.yaml"
+
+
+def _publish(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "retrieval_lab.publishing", *args], check=False,
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_every_published_block_and_page_is_what_the_committed_files_give():
+    result = _publish("--check")
+    assert result.returncode == 0, result.stderr
+    used = blocks.used_blocks(REPO)
+    assert used[REPO / "README.md"] == ["headline"]
+    assert sorted(n for names in used.values() for n in names) == sorted(blocks.BLOCKS)  # every renderer is used
+
+
+def _compare(pairs: dict) -> dict:
+    return {"measure": "nDCG@10", "adjustment": "bonferroni", "family_size": len(pairs), "family_level": 0.95,
+            "level": 0.95, "permutations": 1000, "seed": 1, "power": 0.8, "pairs": pairs}
+
+
+def _metrics(folder, runs: dict[str, dict]):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, values in runs.items():
+        (folder / f"{name}.json").write_text(json.dumps({"queries_evaluated": 2, **values}))
+    return folder
+
+
+def test_support_tables_are_rendered_to_four_decimals(tmp_path):
+    # bm25: 0.57155 rounds up to 0.5716; R@100 is missing ("-"); "zeta" is no known run: it follows the known
+    # ones under its own name
+    metrics = _metrics(tmp_path / "metrics", {
+        "zeta": {"nDCG@10": 1, "R@10": 1, "R@100": 1, "RR@10": 1, "AP@100": 1, "Success@1": 1},
+        "bm25": {"nDCG@10": 0.57155, "R@10": 0.5, "RR@10": 1 / 3, "AP@100": 0.25, "Success@1": 0.0}})
+    assert blocks.support_table(metrics, PARAMS) == (
+        "| run | nDCG@10 | R@10 | R@100 | RR@10 | AP@100 | Success@1 |\n"
+        "|---|---:|---:|---:|---:|---:|---:|\n"
+        "| bm25 | 0.5716 | 0.5000 | - | 0.3333 | 0.2500 | 0.0000 |\n"
+        "| zeta | 1.0000 | 1.0000 | 1.0000 | 1.0000 | 1.0000 | 1.0000 |")
+    pair = {"baseline": "bm25", "candidate": "zeta", "queries": 2, "queries_only_in_one": 0,
+            "baseline_mean": 0.57155, "candidate_mean": 1.0, "mean_difference": 0.42846, "ci_low": 0.1,
+            "ci_high": 0.7, "p_value": 0.01, "p_adjusted": 0.01, "mde": 0.3, "wins": 2, "ties": 0, "losses": 0,
+            "verdict": "candidate better", "level": 0.95, "tail": 10}
+    (metrics / "compare.json").write_text(json.dumps(_compare({"bm25 vs zeta": pair})))
+    assert "| bm25 | zeta | 2 | 0.5716 | 1.0000 | +0.4285 | [+0.1000, +0.7000] |" in blocks.compare_block(metrics)
+
+
+def test_the_headline_shows_support_and_scifact_with_its_strata(tmp_path):
+    support = _metrics(tmp_path / "support", {"bm25": {"nDCG@10": 0.5}, "dense": {"nDCG@10": 0.25}})
+    scifact = _metrics(tmp_path / "scifact", {
+        "bm25": {"nDCG@10": 0.6, "seen": {"queries": 1, "nDCG@10": 0.7}, "unseen": {"queries": 1, "nDCG@10": 0.5}},
+        "dense": {"nDCG@10": 0.123456, "seen": {"queries": 1}, "unseen": {"queries": 1}}})
+    lines = blocks.headline_table(support, scifact).splitlines()
+    assert lines[0] == ("| nDCG@10 on the test split | support (2 queries) | SciFact (2 queries) | SciFact seen (1 queries) "
+                        "| SciFact unseen (1 queries) |")
+    assert lines[2] == "| bm25 | 0.5000 | 0.6000 | 0.7000 | 0.5000 |"
+    assert lines[3] == "| dense (base all-MiniLM-L6-v2) | 0.2500 | 0.1235 | - | - |"
+    assert lines[4] == "| dense-ft-hard | - | - | - | - |"  # a run neither folder holds
+
+
+def test_fill_replaces_only_stale_blocks_and_check_names_them(tmp_path):
+    text = ("intro\n<!-- BEGIN generated:headline -->\nold\n<!-- END generated:headline -->\nmid\n"
+            "<!-- BEGIN generated:support-results -->\nsame\n<!-- END generated:support-results -->\nend\n")
+    filled, stale = blocks.fill(text, {"headline": "new\ntable", "support-results": "same"}, "x.md")
+    assert stale == ["headline"]
+    assert filled == text.replace("\nold\n", "\nnew\ntable\n")
+    assert blocks.fill(filled, {"headline": "new\ntable", "support-results": "same"}, "x.md") == (filled, [])
+
+
+def test_the_numbers_of_the_experiments_table_may_move_one_unit_of_their_last_digit():
+    assert blocks.same_numbers("| 0.7025 [+0.0006, -0.0309] |", "| 0.7026 [+0.0005, -0.0309] |")
+    assert not blocks.same_numbers("| 0.7025 |", "| 0.7027 |")
+    assert not blocks.same_numbers("| 0.7025 * |", "| 0.7025 |")
+
+
+@pytest.mark.parametrize("text, said", [
+    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support)"),
+    ("<!-- BEGIN generated:headline -->\n", "x.md: generated:headline has no END marker"),
+    ("a\n<!-- END generated:headline -->\n", "x.md:2: END generated:headline without its BEGIN"),
+    ("<!-- BEGIN generated:headline -->\n<!-- END generated:headline -->\n" * 2, "x.md:3: generated:headline appears twice"),
+])
+def test_bad_markers_are_one_line_naming_file_and_line(text, said):
+    with pytest.raises(InputError) as err:
+        blocks.fill(text, {}, "x.md")
+    assert str(err.value) == said
+
+
+def test_a_stale_readme_fails_the_check_and_is_rewritten(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- BEGIN generated:headline -->\n| stale |\n<!-- END generated:headline -->\n")
+    (tmp_path / "docs").mkdir()
+    rendered = blocks.render_all(REPO, ["headline"])
+    filled, stale = blocks.fill(readme.read_text(), rendered, str(readme))
+    assert stale == ["headline"] and "| stale |" not in filled
+    assert "| bm25 | 0.5716 |" in filled  # the committed support metrics' BM25 nDCG@10
