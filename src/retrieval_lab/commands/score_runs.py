@@ -15,7 +15,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("qrels", metavar="QRELS", help="qrels: TREC 4-column or BEIR tsv")
     parser.add_argument("runs", metavar="RUN", nargs="+", help="TREC 6-column run file(s)")
     parser.add_argument("-m", "--measure", dest="measures", action="append", required=True,
-                        metavar="MEASURE", help="e.g. nDCG@10, R(rel=2)@5, AP, nDCG(gain=exp)@10 (repeatable)")
+                        metavar="MEASURE", help="e.g. nDCG@10, R(rel=2)@5, AP, nDCG(gain=exp)@10 (repeatable); "
+                        "Judged@k, the share of the top k the qrels judge, is added at the largest cutoff "
+                        "when none is given")
     parser.add_argument("--per-query", action="store_true", help="also show every query's values")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--judged-only", action="store_true",
@@ -76,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if args.judged_only:
         print("JUDGED-ONLY (condensed) evaluation: unjudged documents removed before measuring (trec_eval -J)")
     print(_table(["run"] + shown, [[name] + [f"{r.means[m]:.4f}" for m in shown] for name, r in results.items()]))
+    if all(r >= 1 for judged in qrels.values() for r in judged.values()):
+        judged_names = ", ".join(m for m in shown if parse_measure(m).family == "Judged")
+        print(f"{judged_names}: the share of the top k the qrels judge. These qrels list only relevant "
+              "documents, so it is low for every run: the others are unjudged and count as misses.")
     for name, result in results.items():
         cov = result.coverage
         print(f"{name}: {cov.sentence()}")
