@@ -289,9 +289,20 @@ def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, f
     return {q: v[measure] for q, v in per_query.items() if measure in v}
 
 
-def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str], family_level: float = 0.95,
-                 permutations: int = 10000, seed: int = 0) -> RunsComparison:
-    """Two runs on the same qrels, one comparison per measure, the measures as one family."""
+def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str], family_level: float | None = None,
+                 permutations: int | None = None, seed: int | None = None) -> RunsComparison:
+    """Two runs on the same qrels, one comparison per measure, the measures as one family: the intervals
+    hold together, so reading several measures does not multiply the chances of a false verdict.
+
+    ``family_level``, ``permutations`` and ``seed`` default to params' ``evaluate.ci_level``,
+    ``evaluate.permutations`` and ``evaluate.seed``, as ``compare-runs`` uses them.
+    """
+    from .core.params import EvaluateParams
+
+    defaults = EvaluateParams()
+    family_level = defaults.ci_level if family_level is None else family_level
+    permutations = defaults.permutations if permutations is None else permutations
+    seed = defaults.seed if seed is None else seed
     measures = list(dict.fromkeys(measures))
     base, head = measure_run(qrels, base_run, measures), measure_run(qrels, head_run, measures)
     rows = compare_family([(_values(base.per_query, m), _values(head.per_query, m)) for m in measures],

@@ -129,7 +129,7 @@ def fuse(runs: list[Run], method: str = "rrf", params: FusionParams | None = Non
         tuning = tune(method, runs, qrels, params)
         return FusionResult(module.fuse(runs, tuning.chosen, params.depth), method, params.depth, tuning.param,
                             tuning.chosen, tuning=tuning)
-    why = "no qrels given" if qrels is None else ("a value was given" if value is not None
-                                                   else "fusion.tune is false")
+    why = ("a value was given" if value is not None else "no qrels given" if qrels is None
+           else "fusion.tune is false")
     return FusionResult(module.fuse(runs, settings.value, params.depth), method, params.depth, module.PARAM,
                         settings.value, reason=why)
