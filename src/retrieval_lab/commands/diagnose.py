@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     check_documents(run_, data.corpus, args.run)
     result = diagnose_run(qrels, run_, data.queries, data.corpus, k, params)
     text = (json.dumps(result.to_json(), indent=2) + "\n" if args.json
-            else result.to_markdown(f"Failure diagnosis: {Path(args.run).name} on {source.name} (k = {k})"))
+            else result.to_markdown(f"Failure diagnosis: {Path(args.run).name} on {args.split} (k = {k})"))
     if args.output:
         write_text(args.output, text)
         print(f"diagnose: {len(result.failures)} of {result.queries_with_positive} queries without a positive "
