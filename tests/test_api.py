@@ -130,3 +130,8 @@ def test_fuse_returns_a_typed_result():
     assert result.run == {"q": {"x": pytest.approx(0.5), "y": pytest.approx(5 / 6), "z": pytest.approx(1 / 3)}}
     assert result.to_json() == {"method": "rrf", "depth": 100, "tuned": False, "reason": "a value was given",
                                 "param": "rrf_k", "chosen": 1.0}
+
+
+def test_all_lists_exactly_the_lazy_names():
+    assert sorted(rl.__all__) == sorted(["__version__", *rl._API])
+    assert len(rl.__all__) == len(set(rl.__all__))

@@ -121,3 +121,11 @@ def test_a_planted_cycle_and_an_upward_import_are_caught(monkeypatch):
         except AssertionError:
             continue
         raise AssertionError(f"{check.__name__} missed the planted edge")
+
+
+def test_no_module_reaches_the_package_through_its_lazy_names():
+    # ``from retrieval_lab import evaluate`` inside the package would run the API table during a stage;
+    # tests/pipeline/test_dependencies.py counts the package root as inert on this condition
+    graph = import_graph()
+    through_root = sorted(m for m, deps in graph.items() if "retrieval_lab" in deps)
+    assert through_root == [], through_root

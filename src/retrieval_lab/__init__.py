@@ -49,7 +49,10 @@ _API = {
     "FusionResult": ("fusion", "FusionResult"),
     "load_encoder": ("encoder", "load"),
 }
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", "load_beir", "write_beir", "read_corpus", "read_queries", "read_qrels", "write_qrels",
+           "read_run", "write_run", "Dataset", "Doc", "Query", "Params", "load_params", "InputError", "evaluate",
+           "Evaluation", "parse_measure", "compare", "RunsComparison", "diagnose", "Diagnosis", "BM25", "Dense",
+           "fuse", "FusionResult", "load_encoder"]  # _API's names: a literal, so tools read it without importing
 
 
 def __getattr__(name: str):
