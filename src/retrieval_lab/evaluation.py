@@ -246,9 +246,9 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     ``dataset`` may be any BEIR folder: a raw one works (no strata without ``qrels/train.tsv``).
     ``log`` receives what is reported but not written (documents with no text).
     """
-    cfg = params.evaluate
     from .tokenizer import Tokenizer
 
+    cfg = params.evaluate
     Tokenizer(params.tokenizer)  # fails on bad params before any work
     data, qrels, source = _load(dataset, split, qrels_path)
     run = read_run(run_path)
@@ -260,7 +260,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     depth = max([params.retrieve.depth] + [len(docs) for docs in run.values()])
     result = StageResult(split, evaluation, depth, tuple(judged), cfg.judged_threshold,
                          diagnose_run(qrels, run, data.queries, data.corpus, cfg.diagnose_k, params),
-                         all(r >= 1 for judged in qrels.values() for r in judged.values()))
+                         all(r >= 1 for labels in qrels.values() for r in labels.values()))
     ranks = metrics.positive_ranks(qrels, run)
     first = metrics.first_positive_ranks(qrels, run)
     curve = metrics.recall_curve(qrels, run, depth)
