@@ -49,10 +49,35 @@ _API = {
     "FusionResult": ("fusion", "FusionResult"),
     "load_encoder": ("encoder", "load"),
 }
-__all__ = ["__version__", "load_beir", "write_beir", "read_corpus", "read_queries", "read_qrels", "write_qrels",
-           "read_run", "write_run", "Dataset", "Doc", "Query", "Params", "load_params", "InputError", "evaluate",
-           "Evaluation", "parse_measure", "compare", "RunsComparison", "diagnose", "Diagnosis", "BM25", "Dense",
-           "fuse", "FusionResult", "load_encoder"]  # _API's names: a literal, so tools read it without importing
+__all__ = [
+    "BM25",
+    "Dataset",
+    "Dense",
+    "Diagnosis",
+    "Doc",
+    "Evaluation",
+    "FusionResult",
+    "InputError",
+    "Params",
+    "Query",
+    "RunsComparison",
+    "__version__",
+    "compare",
+    "diagnose",
+    "evaluate",
+    "fuse",
+    "load_beir",
+    "load_encoder",
+    "load_params",
+    "parse_measure",
+    "read_corpus",
+    "read_qrels",
+    "read_queries",
+    "read_run",
+    "write_beir",
+    "write_qrels",
+    "write_run",
+]  # _API's names: a literal, so tools read it without importing
 
 
 def __getattr__(name: str):
