@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = ("why each query without a positive in the top k failed (no candidates, vocabulary gap, surface "
         "homonymy, late rank), for any run on any BEIR folder: markdown, or --json")
-DESCRIPTION = HELP + """
+DESCRIPTION = textwrap.fill(HELP, 95) + """
 
 The classes and their evidence are those the evaluate command writes to diagnosis.md; this
 command reads nothing else and writes only --output (or standard output). "relevance None"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from ..core.params_cli import add_params_args, check_paths, params_of
 
 HELP = ("measure one run on one split of a BEIR folder (raw or prepared) and diagnose its failed queries: "
         "metrics JSON, per-query values, diagnosis.md")
-DESCRIPTION = HELP + """
+DESCRIPTION = textwrap.fill(HELP, 95) + """
 
 Any BEIR folder works (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): a folder with only
 qrels/test.tsv is measured as it is. With qrels/train.tsv beside it, the means are also split
