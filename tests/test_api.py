@@ -137,3 +137,15 @@ def test_fuse_returns_a_typed_result():
 def test_all_lists_exactly_the_lazy_names():
     assert sorted(rl.__all__) == sorted(["__version__", *rl._API])
     assert len(rl.__all__) == len(set(rl.__all__))
+
+
+def test_a_beir_folder_written_reads_back_the_same(tmp_path):
+    corpus = {"d1": rl.Doc("d1", "Router", "reset the password"), "d2": rl.Doc("d2", "", "printer offline")}
+    queries = {"q1": rl.Query("q1", "router password")}
+    qrels = {"test": {"q1": {"d1": 1, "d2": 0}}, "train": {"q1": {"d2": 1}}}
+    rl.write_beir(tmp_path / "b", corpus, queries, qrels)
+    back = rl.load_beir(tmp_path / "b")
+    assert (back.corpus, back.queries, back.qrels) == (corpus, queries, qrels)
+    run = {"q1": {"d1": 2.0, "d2": 2.0}}  # a tie: written in trec_eval's order, doc id descending
+    rl.write_run(tmp_path / "r.trec", run, tag="t")
+    assert list(rl.read_run(tmp_path / "r.trec")["q1"]) == ["d2", "d1"]
