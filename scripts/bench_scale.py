@@ -186,7 +186,7 @@ def fusion_steps(work: str) -> dict:
     step = _Steps()
     runs = [read_run(Path(work) / "bm25.trec"), read_run(Path(work) / "other.trec")]
     for method in ("rrf", "weighted"):
-        step(f"fuse_{method}", lambda method=method: fuse(method, runs, FusionParams(tune=False)))
+        step(f"fuse_{method}", lambda method=method: fuse(runs, method, FusionParams(tune=False)))
     return {"steps": step.rows}
 
 

@@ -35,7 +35,7 @@ def test_help_lists_every_command_once_in_its_group(capsys, monkeypatch):
     for title, commands in cli.GROUPS.items():
         assert sections[title] == list(commands), title
     listed = [name for title in cli.GROUPS for name in sections[title]]
-    assert sorted(listed) == sorted(cli.COMMANDS) and len(listed) == len(set(listed)) == 19
+    assert sorted(listed) == sorted(cli.COMMANDS) and len(listed) == len(set(listed)) == 20
     for name in listed:  # and each has its own parser
         with pytest.raises(SystemExit) as info:
             cli.main([name, "--help"])
@@ -46,7 +46,24 @@ def test_the_pipeline_group_is_exactly_what_dvc_yaml_runs():
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     cmds = [stage.get("do", stage)["cmd"] for stage in stages.values()]
     used = {re.match(r"retrieval-lab (\S+)", cmd).group(1) for cmd in cmds}
-    assert used == set(cli.GROUPS["pipeline stages (dvc.yaml runs these)"])
+    assert used == set(cli.STAGES) == set(cli.GROUPS[cli.PIPELINE]) | {"evaluate"}
+
+
+def test_help_lists_first_what_a_newcomer_runs_first(capsys, monkeypatch):
+    # measuring runs before the pipeline, the pipeline before the tools, teaching last; the description
+    # shows the commands for a BEIR folder of one's own, each of which --help then lists
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    titles = list(cli.GROUPS)
+    assert titles[0].startswith("measure your runs") and titles[1] == cli.PIPELINE
+    assert titles[-1] == "teaching and checking"
+    assert list(cli.GROUPS[titles[0]]) == ["score-runs", "compare-runs", "evaluate", "diagnose"]
+    assert [text.index(f"\n{t}:") for t in titles] == sorted(text.index(f"\n{t}:") for t in titles)
+    shown = re.findall(r"^  retrieval-lab (\S+)", text, re.MULTILINE)
+    assert shown == ["retrieve", "retrieve", "score-runs", "compare-runs", "diagnose"]
+    assert set(shown) <= set(cli.COMMANDS)
 
 
 FAULTS_AFTER_FREE = """

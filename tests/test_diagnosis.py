@@ -42,9 +42,14 @@ RUN = {
 }
 
 
-def run_diagnosis(k=2):
+def diagnosis_of(k=2):
     tokenizer = Tokenizer(TokenizerParams())
     return diagnose(QRELS, RUN, QUERIES, DOCS.__getitem__, tokenizer.tokenize, k=k)
+
+
+def run_diagnosis(k=2):
+    """diagnosis.json's object: the file's shape is what these tests pin."""
+    return diagnosis_of(k).to_json()
 
 
 def test_each_class_is_triggered_by_its_constructed_query():
@@ -83,9 +88,19 @@ def test_near_duplicates_flag_top_k_twins_only():
 
 
 def test_markdown_lists_counts_and_examples():
-    text = to_markdown(run_diagnosis(), title="Diag")
+    text = to_markdown(diagnosis_of(), title="Diag")
     assert text.startswith("# Diag")
     assert "| surface_homonymy | 1 |" in text
     assert "## late_rank (1)" in text
     assert "printer_fix: rank 3" in text
     assert "wifi_fix: not retrieved" in text
+
+
+def test_the_typed_result_agrees_with_its_json():
+    result = diagnosis_of()
+    assert result.counts() == {"no_candidates": 1, "vocabulary_gap": 1, "surface_homonymy": 1, "late_rank": 1,
+                               "not_retrieved": 1}
+    homonymy = next(f for f in result.failures if f.query == "homonymy")
+    assert (homonymy.cls, homonymy.first_positive_rank, homonymy.top.doc, homonymy.top.relevance) == (
+        "surface_homonymy", 3, "snake", None)
+    assert result.to_markdown("Diag") == to_markdown(result, "Diag")

@@ -46,7 +46,7 @@ def tiny(tmp_path):
 
 def test_evaluate_stage_writes_hand_checked_numbers(tiny, tmp_path):
     dataset, run_path, params = tiny
-    out = run_evaluation(dataset, "test", run_path, tmp_path / "m" / "sys.json", tmp_path / "rep", params)
+    out = run_evaluation(dataset, "test", run_path, tmp_path / "m" / "sys.json", tmp_path / "rep", params).to_json()
     # q1: R@3 1, RR 1/2, nDCG@3 (1/log2 3) / 1; Judged@2 d2, d1 -> 1
     # q2: R@3 1/2 (d4 of d3, d4), RR 1/3, nDCG@3 (1/log2 4) / (2 + 1/log2 3); Judged@2 0
     # q4: absent -> 0 everywhere; q3 excluded (no positive)
@@ -64,10 +64,11 @@ def test_evaluate_stage_writes_hand_checked_numbers(tiny, tmp_path):
     assert per_query["queries"]["q2"] == {
         "measures": pytest.approx({"R@1": 0.0, "R@3": 0.5, "RR": 1 / 3,
                                    "nDCG@3": 0.5 / (2 + 1 / math.log2(3)), "Judged@2": 0.0}),
-        "first_positive_rank": 3, "positive_ranks": {"d4": 3, "d3": None}, "seen": False}
-    # no qrels/train.tsv: no document is a training positive, so every query is unseen
-    assert (out["seen"], out["unseen"]) == ({"queries": 0}, {"queries": 3})
-    assert out["strata_note"] == "every evaluated query is unseen: no relevant document is a training positive"
+        "first_positive_rank": 3, "positive_ranks": {"d4": 3, "d3": None}, "seen": None}
+    # no qrels/train.tsv: no strata at all (not "every query unseen", which would claim training saw none)
+    assert "seen" not in out and "unseen" not in out
+    assert out["strata_note"] == ("no training split (qrels/train.tsv): seen and unseen strata are not available; "
+                                  "they matter only for a model fine-tuned on that split")
     assert (rep / "recall_curve.csv").read_text().splitlines() == [
         "k,recall", "1,0.0", f"2,{1 / 3!r}", "3,0.5"]  # q1 found at 2, q2 half at 3
     assert (rep / "first_positive_ranks.csv").read_text().splitlines() == ["query,rank", "q1,2", "q2,3", "q4,4"]
@@ -208,7 +209,7 @@ def test_scifact_qrels_against_trec_eval(scifact_dir):
         run[qid] = {d: round(rng.random(), 2) for d in picked}  # 2 decimals: ties
     ours = metrics.measure_run(qrels, run, ["nDCG@10", "R@100", "AP", "RR"])
     trec = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10", "recall_100", "map", "recip_rank"}).evaluate(run)
-    assert ours.report["queries_evaluated"] == len(qrels) == 300
+    assert ours.coverage.queries_evaluated == len(qrels) == 300
     for name, trec_name in [("nDCG@10", "ndcg_cut_10"), ("R@100", "recall_100"), ("AP", "map"),
                             ("RR", "recip_rank")]:
         for qid in qrels:
@@ -289,14 +290,14 @@ def test_every_measure_with_fewer_queries_says_how_many_it_averages(tiny, tmp_pa
     # the evaluate stage's metrics JSON: the key only where the count differs (committed files unchanged)
     params = params_from_dict({"evaluate": {"measures": ["R(rel=2)@1", "RR"], "diagnose_k": 1},
                                "retrieve": {"depth": 3}})
-    out = run_evaluation(dataset, "test", run_path, tmp_path / "m.json", tmp_path / "rep", params)
+    out = run_evaluation(dataset, "test", run_path, tmp_path / "m.json", tmp_path / "rep", params).to_json()
     assert (out["queries_evaluated"], out["queries_evaluated[R(rel=2)@1]"]) == (3, 1)
     assert [k for k in out if k.startswith("queries_evaluated[")] == ["queries_evaluated[R(rel=2)@1]"]
     argv = ["--dataset", str(dataset), "--run", str(run_path), "--metrics", str(tmp_path / "c.json"), "--reports",
             str(tmp_path / "crep"), "--set", "evaluate.measures=[R(rel=2)@1, RR]", "--set", "retrieve.depth=3"]
     assert run_command("evaluate", argv) == 0
     assert "R(rel=2)@1 averages 1 of 3 queries" in capsys.readouterr().out  # the stage says it too
-    plain = run_evaluation(dataset, "test", run_path, tmp_path / "p.json", tmp_path / "rep", tiny[2])
+    plain = run_evaluation(dataset, "test", run_path, tmp_path / "p.json", tmp_path / "rep", tiny[2]).to_json()
     assert not [k for k in plain if k.startswith("queries_evaluated[")]
     # a count, not a measure: never compared as one across CPUs nor shown among the PR's measures
     from retrieval_lab.reporting.gather import is_measure_field

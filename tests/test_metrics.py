@@ -117,8 +117,8 @@ def test_the_random_case_really_has_ties_and_negative_labels():
     assert any(len(set(d.values())) < len(d) for d in run.values())
     assert any(r < 0 for j in qrels.values() for r in j.values())
     result = metrics.measure_run(qrels, run, ["P@5"])
-    assert result.report["queries_without_positive"] > 0
-    assert result.report["judged_queries_absent_from_run"] > 0
+    assert result.coverage.queries_without_positive > 0
+    assert result.coverage.judged_queries_absent_from_run > 0
 
 
 def test_ties_broken_by_doc_id_descending():
@@ -166,7 +166,7 @@ def test_judged_at_k_counts_non_negative_judgments_over_k():
     assert result.means == pytest.approx({"Judged@3": 1 / 3, "Judged@5": 2 / 5})
     condensed = metrics.measure_run(qrels, run, ["Judged@2", "P@1"], judged_only=True)
     assert condensed.means == {"Judged@2": 1.0, "P@1": 0.0}  # b, a remain; b first
-    assert condensed.report["judged_only"] is True
+    assert condensed.coverage.judged_only is True
 
 
 def test_query_accounting():
@@ -176,12 +176,15 @@ def test_query_accounting():
     assert result.means["Success@1"] == 0.5  # ok 1, absent 0; no_pos excluded
     assert result.per_query == {"ok": {"Success@1": 1.0}, "absent": {"Success@1": 0.0, "R(rel=2)@1": 0.0}}
     assert result.means["R(rel=2)@1"] == 0.0  # only "absent" has a rel >= 2 judgment
-    r = result.report
-    assert (r["queries_evaluated"], r["queries_without_positive"], r["judged_queries_absent_from_run"],
-            r["run_queries_not_in_qrels"]) == (2, 1, 1, 1)
-    assert r["queries_without_positive_ids"] == ["no_pos"]
-    assert r["judged_queries_absent_from_run_ids"] == ["absent"]
-    assert r["excluded_by_measure"] == {"R(rel=2)@1": 1}
+    r = result.coverage
+    assert (r.queries_evaluated, r.queries_without_positive, r.judged_queries_absent_from_run,
+            r.run_queries_not_in_qrels) == (2, 1, 1, 1)
+    assert r.queries_without_positive_ids == ("no_pos",)
+    assert r.judged_queries_absent_from_run_ids == ("absent",)
+    assert r.excluded_by_measure == {"R(rel=2)@1": 1} and r.queries_by_measure == {"R(rel=2)@1": 1}
+    assert r.counts() == {"queries_evaluated": 2, "queries_without_positive": 1,
+                          "judged_queries_absent_from_run": 1, "run_queries_not_in_qrels": 1}
+    assert r.query_count_fields() == {"queries_evaluated[R(rel=2)@1]": 1}
 
 
 def test_no_positive_anywhere_is_an_error():

@@ -17,10 +17,18 @@ import textwrap
 
 from .core.errors import InputError
 
-# --help lists the commands in these groups: what dvc.yaml runs apart from the tools around it.
+# --help lists the commands in these groups, in the order a newcomer needs them: measuring runs first
+# (any TREC run on any BEIR folder or qrels), then the pipeline, then the tools around it, then teaching.
+PIPELINE = "pipeline stages (dvc.yaml runs these and evaluate; each also works alone)"
 # group title -> {subcommand: module under retrieval_lab.commands}
 GROUPS: dict[str, dict[str, str]] = {
-    "pipeline stages (dvc.yaml runs these)": {
+    "measure your runs (any TREC run, any BEIR folder or qrels file)": {
+        "score-runs": "score_runs",
+        "compare-runs": "compare_runs",
+        "evaluate": "evaluate",
+        "diagnose": "diagnose",
+    },
+    PIPELINE: {
         "generate": "generate",
         "prepare": "prepare",
         "encode": "encode",
@@ -28,16 +36,13 @@ GROUPS: dict[str, dict[str, str]] = {
         "fuse": "fuse",
         "mine": "mine",
         "train": "train",
-        "evaluate": "evaluate",
         "compare": "compare",
     },
-    "tools for runs, judgments and models": {
-        "score-runs": "score_runs",
-        "compare-runs": "compare_runs",
-        "pool": "pool",
+    "review a change, judgments and models": {
         "report": "report",
         "table": "table",
         "pr-comment": "pr_comment",
+        "pool": "pool",
         "inspect-embeddings": "inspect_embeddings",
     },
     "teaching and checking": {
@@ -46,12 +51,22 @@ GROUPS: dict[str, dict[str, str]] = {
         "check-resume": "check_resume",
     },
 }
+# the commands dvc.yaml runs: the pipeline group and evaluate, which is listed first as users run it first
+STAGES = (*GROUPS[PIPELINE], "evaluate")
 COMMANDS = {name: module for group in GROUPS.values() for name, module in group.items()}
 # glibc's mallopt parameters (malloc.h) and the values keep_freed_memory gives them, in bytes
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _HEAP_BLOCKS_UP_TO = 256 << 20  # a batch's activations (attention scores at 64 x 256 tokens: 200 MB)
 _KEEP_FREE_AT_HEAP_TOP = 2**31 - 1  # the most mallopt takes (a C int)
-DESCRIPTION = "Measure text retrievers and fine-tune an embedding model, reproducibly (a DVC pipeline)."
+DESCRIPTION = """Measure text retrievers and fine-tune an embedding model, reproducibly (a DVC pipeline).
+
+Your own BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) needs no pipeline:
+  retrieval-lab retrieve --retriever bm25 --dataset DIR --split test --output bm25.trec
+  retrieval-lab retrieve --retriever dense --dataset DIR --split test --output dense.trec
+  retrieval-lab score-runs DIR/qrels/test.tsv bm25.trec dense.trec -m nDCG@10 -m R@100
+  retrieval-lab compare-runs DIR/qrels/test.tsv bm25.trec dense.trec -m nDCG@10 -m R@100
+  retrieval-lab diagnose --dataset DIR --run bm25.trec
+Python: import retrieval_lab as rl (docs/api.md)."""
 
 
 def _listing(helps: dict[str, str], width: int) -> str:

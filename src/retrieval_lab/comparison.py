@@ -21,7 +21,7 @@ import numpy as np
 from . import stats
 from .core.data import require_file
 from .core.errors import InputError
-from .metrics import coverage_counts, coverage_sentence, measure_run, parse_measure
+from .metrics import Coverage, measure_run, parse_measure
 from .report_files import PER_QUERY
 
 ALL = "all"  # the stratum label of a comparison over every shared query
@@ -159,11 +159,11 @@ class RunsComparison:
 
     family: Family
     measures: dict[str, ComparisonRow]
-    coverage: dict[str, dict[str, int]]  # "base", "head" -> coverage_counts: the queries each mean covers
+    coverage: dict[str, Coverage]  # "base", "head" -> the queries each run's means cover
 
     def to_json(self) -> dict:
         return {**self.family.to_json(), "measures": {m: row.to_json() for m, row in self.measures.items()},
-                "coverage": self.coverage}
+                "coverage": {side: c.counts() for side, c in self.coverage.items()}}
 
 
 def per_query_measures(text: str, source: str) -> dict[str, dict]:
@@ -289,9 +289,20 @@ def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, f
     return {q: v[measure] for q, v in per_query.items() if measure in v}
 
 
-def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str], family_level: float = 0.95,
-                 permutations: int = 10000, seed: int = 0) -> RunsComparison:
-    """Two runs on the same qrels, one comparison per measure, the measures as one family."""
+def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str], family_level: float | None = None,
+                 permutations: int | None = None, seed: int | None = None) -> RunsComparison:
+    """Two runs on the same qrels, one comparison per measure, the measures as one family: the intervals
+    hold together, so reading several measures does not multiply the chances of a false verdict.
+
+    ``family_level``, ``permutations`` and ``seed`` default to params' ``evaluate.ci_level``,
+    ``evaluate.permutations`` and ``evaluate.seed``, as ``compare-runs`` uses them.
+    """
+    from .core.params import EvaluateParams
+
+    defaults = EvaluateParams()
+    family_level = defaults.ci_level if family_level is None else family_level
+    permutations = defaults.permutations if permutations is None else permutations
+    seed = defaults.seed if seed is None else seed
     measures = list(dict.fromkeys(measures))
     base, head = measure_run(qrels, base_run, measures), measure_run(qrels, head_run, measures)
     rows = compare_family([(_values(base.per_query, m), _values(head.per_query, m)) for m in measures],
@@ -301,7 +312,7 @@ def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str
             raise InputError(f"{measure} is defined for no query of the qrels (none has a judgment >= "
                              f"{parse_measure(measure).rel}): nothing to compare", field="--measure")
     return RunsComparison(family_of(rows, family_level, permutations, seed), dict(zip(measures, rows)),
-                          {"base": coverage_counts(base.report), "head": coverage_counts(head.report)})
+                          {"base": base.coverage, "head": head.coverage})
 
 
 # ----------------------------------------------------------------------------- a row's text
@@ -348,8 +359,9 @@ def rule_sentence(family: Family, what: str) -> str:
             f"paired randomization test ({family.permutations} random sign assignments, seed {family.seed}) does "
             f"not reject at that level, and p is that test's p at 0, adjusted the same way: p <= {1 - level:.2f} "
             "exactly when the interval excludes 0. MDE: the smallest true difference found with "
-            f"{stats.POWER:.0%} power at that level over that many queries; a difference well inside it "
-            "is noise.")
+            f"{stats.POWER:.0%} power at that level over that many queries; the verdict follows from the "
+            "interval alone, so a difference inside the MDE can still be significant, and a true difference "
+            "below it is often missed: no significant difference there does not show there is none.")
 
 
 def rough_tail_note(rows: Iterable[ComparisonRow], family: Family) -> list[str]:
@@ -400,6 +412,6 @@ def runs_to_text(result: RunsComparison, base_name: str, head_name: str) -> str:
     text = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [header] + rows]
     text.insert(1, "  ".join("-" * w for w in widths))
     notes = [n.strip() for n in rough_tail_note(result.measures.values(), result.family)]
-    coverage = [f"{side}: {coverage_sentence(result.coverage[side])}" for side in ("base", "head")]
+    coverage = [f"{side}: {result.coverage[side].sentence()}" for side in ("base", "head")]
     return "\n".join([f"base: {base_name}   head: {head_name}   difference = head - base", *text, "",
                       rule_sentence(result.family, "measures"), *notes, *coverage]) + "\n"

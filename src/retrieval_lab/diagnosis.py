@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .core.data import Qrels, positives
 from .metrics import positive_ranks
@@ -46,13 +47,80 @@ def _classify(first_rank: int | None, ranking: list, overlap_top: int, overlap_p
     return "late_rank" if first_rank is not None else "not_retrieved"
 
 
+@dataclass(frozen=True)
+class TopDocument:
+    """The run's first document for a failed query: what the retriever preferred to every positive."""
+
+    doc: str
+    score: float
+    relevance: int | None  # None: unjudged (qrels that list only relevant documents judge no wrong one)
+    shared_tokens: tuple[str, ...]
+    text: str  # the start of its indexed text, whitespace collapsed
+
+    def to_json(self) -> dict:
+        return {"doc": self.doc, "score": self.score, "relevance": self.relevance,
+                "shared_tokens": list(self.shared_tokens), "text": self.text}
+
+
+@dataclass(frozen=True)
+class QueryFailure:
+    """One query without a positive in the top k, its class and the evidence the class rests on."""
+
+    query: str
+    text: str
+    cls: str  # one of CLASSES
+    first_positive_rank: int | None
+    positive_ranks: dict[str, int | None]
+    retrieved: int
+    top: TopDocument | None
+    query_tokens_shared_top: int
+    query_tokens_shared_best_positive: int
+    near_duplicates: tuple[tuple[str, str, float], ...]
+
+    def to_json(self) -> dict:
+        return {"query": self.query, "text": self.text, "class": self.cls,
+                "first_positive_rank": self.first_positive_rank, "positive_ranks": dict(self.positive_ranks),
+                "retrieved": self.retrieved, "top": None if self.top is None else self.top.to_json(),
+                "query_tokens_shared": {"top": self.query_tokens_shared_top,
+                                        "best_positive": self.query_tokens_shared_best_positive},
+                "near_duplicates": [list(pair) for pair in self.near_duplicates]}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """The failed queries of one run at cutoff ``k``, each with its class (:data:`CLASSES`)."""
+
+    k: int
+    near_duplicate_jaccard: float
+    queries_with_positive: int
+    failures: tuple[QueryFailure, ...]
+
+    def counts(self) -> dict[str, int]:
+        """class -> failed queries in it, every class listed."""
+        found = Counter(f.cls for f in self.failures)
+        return {c: found.get(c, 0) for c in CLASSES}
+
+    @property
+    def near_duplicate_queries(self) -> int:
+        return sum(bool(f.near_duplicates) for f in self.failures)
+
+    def to_json(self) -> dict:
+        summary = {"queries_with_positive": self.queries_with_positive, "diagnosed": len(self.failures),
+                   **self.counts(), "near_duplicates": self.near_duplicate_queries}
+        return {"k": self.k, "near_duplicate_jaccard": self.near_duplicate_jaccard, "summary": summary,
+                "queries": [f.to_json() for f in self.failures]}
+
+    def to_markdown(self, title: str = "Failure diagnosis", examples: int = 20) -> str:
+        return to_markdown(self, title, examples)
+
+
 def diagnose(qrels: Qrels, run: Run, query_text: dict[str, str], doc_text: Callable[[str], str],
              tokenize: Callable[[str], list[str]], k: int = 10, near_duplicate: float = 0.9,
-             snippet: int = 200) -> dict:
+             snippet: int = 200) -> Diagnosis:
     """Diagnose every judged query with a positive whose first positive rank is None or > k.
 
-    ``doc_text(doc_id)`` gives the indexed text, ``tokenize`` the retriever's tokenizer.
-    Returns ``{"k", "summary": {class: count, "near_duplicates": n, ...}, "queries": [...]}``.
+    ``doc_text(doc_id)`` gives the indexed text and ``tokenize`` the retriever's tokenizer: a
+    vocabulary gap is one the retriever itself sees, after its own stemming and stopwords.
     """
     cache: dict[str, set[str]] = {}
 
@@ -61,7 +129,7 @@ def diagnose(qrels: Qrels, run: Run, query_text: dict[str, str], doc_text: Calla
             cache[doc] = set(tokenize(doc_text(doc)))
         return cache[doc]
 
-    queries = []
+    failures = []
     all_ranks = positive_ranks(qrels, run)
     for qid, ranks in all_ranks.items():
         found = [r for r in ranks.values() if r is not None]
@@ -76,58 +144,45 @@ def diagnose(qrels: Qrels, run: Run, query_text: dict[str, str], doc_text: Calla
         if ranking:
             top_doc, top_score = ranking[0]
             overlap_top = len(query_tokens & tokens(top_doc))
-            top = {"doc": top_doc, "score": top_score, "relevance": qrels[qid].get(top_doc),
-                   "shared_tokens": sorted(query_tokens & tokens(top_doc)),
-                   "text": " ".join(doc_text(top_doc).split())[:snippet]}
+            top = TopDocument(top_doc, top_score, qrels[qid].get(top_doc),
+                              tuple(sorted(query_tokens & tokens(top_doc))),
+                              " ".join(doc_text(top_doc).split())[:snippet])
         top_k = [d for d, _ in ranking[:k]]
-        duplicates = [[a, b, round(j, 4)] for i, a in enumerate(top_k) for b in top_k[i + 1:]
-                      if (j := _jaccard(tokens(a), tokens(b))) >= near_duplicate]
-        queries.append({
-            "query": qid,
-            "text": query_text.get(qid, ""),
-            "class": _classify(first, ranking, overlap_top, overlap_positive),
-            "first_positive_rank": first,
-            "positive_ranks": ranks,
-            "retrieved": len(ranking),
-            "top": top,
-            "query_tokens_shared": {"top": overlap_top, "best_positive": overlap_positive},
-            "near_duplicates": duplicates,
-        })
-    counts = Counter(q["class"] for q in queries)
-    summary = {"queries_with_positive": len(all_ranks), "diagnosed": len(queries),
-               **{c: counts.get(c, 0) for c in CLASSES},
-               "near_duplicates": sum(bool(q["near_duplicates"]) for q in queries)}
-    return {"k": k, "near_duplicate_jaccard": near_duplicate, "summary": summary, "queries": queries}
+        duplicates = tuple((a, b, round(j, 4)) for i, a in enumerate(top_k) for b in top_k[i + 1:]
+                           if (j := _jaccard(tokens(a), tokens(b))) >= near_duplicate)
+        failures.append(QueryFailure(qid, query_text.get(qid, ""),
+                                     _classify(first, ranking, overlap_top, overlap_positive), first, ranks,
+                                     len(ranking), top, overlap_top, overlap_positive, duplicates))
+    return Diagnosis(k, near_duplicate, len(all_ranks), tuple(failures))
 
 
-def to_markdown(diagnosis: dict, title: str = "Failure diagnosis", examples: int = 20) -> str:
+def to_markdown(diagnosis: Diagnosis, title: str = "Failure diagnosis", examples: int = 20) -> str:
     """A readable report: class counts with their meaning, then up to ``examples`` queries per class."""
-    k, summary = diagnosis["k"], diagnosis["summary"]
+    k, counts = diagnosis.k, diagnosis.counts()
     lines = [f"# {title}", "",
-             (f"{summary['diagnosed']} of {summary['queries_with_positive']} queries have no positive "
+             (f"{len(diagnosis.failures)} of {diagnosis.queries_with_positive} queries have no positive "
               f"in the top {k}."), "",
              "| class | queries | meaning |", "|---|---:|---|"]
-    lines += [f"| {c} | {summary[c]} | {meaning} |" for c, meaning in CLASSES.items()]
-    lines += [(f"| (flag) near_duplicates | {summary['near_duplicates']} | two top-{k} documents with "
-               f"token Jaccard >= {diagnosis['near_duplicate_jaccard']} |"), ""]
+    lines += [f"| {c} | {counts[c]} | {meaning} |" for c, meaning in CLASSES.items()]
+    lines += [(f"| (flag) near_duplicates | {diagnosis.near_duplicate_queries} | two top-{k} documents with "
+               f"token Jaccard >= {diagnosis.near_duplicate_jaccard} |"), ""]
     for cls in CLASSES:
-        members = [q for q in diagnosis["queries"] if q["class"] == cls]
+        members = [f for f in diagnosis.failures if f.cls == cls]
         if not members:
             continue
         lines += [f"## {cls} ({len(members)})", ""]
-        for q in members[:examples]:
+        for f in members[:examples]:
             shown = ", ".join(f"{d}: {'not retrieved' if r is None else f'rank {r}'}"
-                              for d, r in q["positive_ranks"].items())
-            lines.append(f"- **{q['query']}** {q['text']!r}")
+                              for d, r in f.positive_ranks.items())
+            lines.append(f"- **{f.query}** {f.text!r}")
             lines.append(f"  - positives: {shown}")
-            if q["top"]:
-                top = q["top"]
-                lines.append(f"  - top: {top['doc']} (relevance {top['relevance']}, shares "
-                             f"{q['query_tokens_shared']['top']} query tokens vs "
-                             f"{q['query_tokens_shared']['best_positive']} for the best positive): "
-                             f"{top['text']!r}")
-            if q["near_duplicates"]:
-                pairs = "; ".join(f"{a} ~ {b} ({j})" for a, b, j in q["near_duplicates"])
+            if f.top is not None:
+                top = f.top
+                # relevance None: unjudged (evaluate --help explains it; the file's bytes stay as they were)
+                lines.append(f"  - top: {top.doc} (relevance {top.relevance}, shares {f.query_tokens_shared_top} query tokens vs "
+                             f"{f.query_tokens_shared_best_positive} for the best positive): {top.text!r}")
+            if f.near_duplicates:
+                pairs = "; ".join(f"{a} ~ {b} ({j})" for a, b, j in f.near_duplicates)
                 lines.append(f"  - near duplicates in top {k}: {pairs}")
         if len(members) > examples:
             lines.append(f"- ... {len(members) - examples} more in diagnosis.json")

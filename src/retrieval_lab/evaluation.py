@@ -19,30 +19,39 @@ training query (the dataset's ``qrels/train.tsv``), *unseen* otherwise. A fine-t
 model can learn where the training targets are; only the unseen stratum says what it
 learned about documents it never saw. Both strata's means are written when both hold
 queries; when one is empty its count is 0 and a note says why (the support corpus holds
-out whole families, so all of its test queries are unseen).
+out whole families, so all of its test queries are unseen). A folder without a training
+split has no strata: the note says so and per_query.json's ``seen`` is null.
+
+The numbers come from :func:`evaluate` (the library API: :class:`Evaluation`) and
+:func:`diagnose_run`; :func:`run_evaluation` only reads the files and writes the results.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import metrics, report_files
 from .core.atomic import write_json, write_text
-from .core.data import Qrels, empty_documents_note, load_dataset, positives, read_qrels
+from .core.data import Doc, Qrels, Query, empty_documents_note, load_dataset, positives, read_qrels
 from .core.errors import InputError
 from .core.params import Params
-from .diagnosis import diagnose, to_markdown
-from .runs import check_documents, read_run
+from .diagnosis import Diagnosis, diagnose
+from .runs import Run, check_documents, read_run
 
 
 def judged_measures(measures: list[str], k: int) -> list[str]:
-    """The Judged@k measures among ``measures``; Judged@k itself when there is none."""
+    """The Judged@k measures among ``measures``; Judged@k itself when there is none: every report says how
+    much of the top is unjudged, since unjudged documents count as misses (the means are lower bounds)."""
     found = [m for m in measures if metrics.parse_measure(m).family == "Judged"]
     return found or [f"Judged@{k}"]
 
 
-def check_overlap(qrels: dict, run: dict, run_path: str | Path, qrels_path: str | Path) -> None:
+def check_overlap(qrels: Qrels, run: Run, run_path: str | Path, qrels_path: str | Path) -> None:
+    """Refuse a run that shares no query with the qrels: it would score 0 on every measure, which reads
+    as a terrible retriever when it is the wrong file."""
     if not any(qid in qrels for qid in run):
         raise InputError(f"the run shares no query with the qrels {qrels_path} "
                          f"({len(run)} run queries, {len(qrels)} judged)", str(run_path))
@@ -69,6 +78,8 @@ def first_positive_histogram(first: dict[str, int | None]) -> list[tuple[str, in
 
 
 STRATA = ("seen", "unseen")
+NO_TRAINING_SPLIT = ("no training split (qrels/train.tsv): seen and unseen strata are not available; "
+                     "they matter only for a model fine-tuned on that split")
 
 
 def seen_queries(qrels: Qrels, train: Qrels) -> set[str]:
@@ -77,22 +88,139 @@ def seen_queries(qrels: Qrels, train: Qrels) -> set[str]:
     return {q for q, judged in qrels.items() if positives(judged) & trained}
 
 
-def strata_means(qrels: Qrels, run: dict, train: Qrels, measures: list[str]) -> dict:
-    """``{"seen": {"queries": n, measure: mean, ...}, "unseen": {...}}``, means only when both strata hold
-    evaluated queries (otherwise the one stratum is the whole and ``strata_note`` says so)."""
+@dataclass(frozen=True)
+class Strata:
+    """The evaluated queries split by whether training saw one of their relevant documents.
+
+    ``means`` is None unless both strata hold queries: a stratum that is the whole adds nothing, and
+    ``note`` says which one is empty and why. Without a training split there are no strata at all
+    (:attr:`Evaluation.strata` is None), which is not the same as every query being unseen.
+    """
+
+    seen: tuple[str, ...]
+    unseen: tuple[str, ...]
+    means: dict[str, dict[str, float]] | None  # "seen", "unseen" -> measure -> mean
+
+    @property
+    def note(self) -> str | None:
+        if self.means is not None:
+            return None
+        if not self.seen:
+            return "every evaluated query is unseen: no relevant document is a training positive"
+        return "every evaluated query is seen: each has a relevant document that is a training positive"
+
+    def to_json(self) -> dict:
+        out: dict = {name: {"queries": len(getattr(self, name)), **(self.means or {}).get(name, {})}
+                     for name in STRATA}
+        if self.note is not None:
+            out["strata_note"] = self.note
+        return out
+
+
+def _strata(qrels: Qrels, run: Run, train: Qrels, measures: list[str], evaluated: list[str],
+            judged_only: bool) -> Strata:
     seen = seen_queries(qrels, train)
-    evaluated = {q for q, judged in qrels.items() if positives(judged)}
-    members = {"seen": sorted(evaluated & seen), "unseen": sorted(evaluated - seen)}
-    out: dict = {name: {"queries": len(ids)} for name, ids in members.items()}
+    members = {"seen": tuple(sorted(q for q in evaluated if q in seen)),
+               "unseen": tuple(sorted(q for q in evaluated if q not in seen))}
+    means = None
     if all(members.values()):
-        for name, ids in members.items():
-            out[name].update(metrics.measure_run({q: qrels[q] for q in ids}, run, measures).means)
-    else:
-        empty = next(name for name, ids in members.items() if not ids)
-        out["strata_note"] = (f"every evaluated query is {'unseen' if empty == 'seen' else 'seen'}: "
-                       + ("no relevant document is a training positive" if empty == "seen"
-                          else "each has a relevant document that is a training positive"))
-    return out
+        means = {name: metrics.measure_run({q: qrels[q] for q in ids}, run, measures, judged_only).means
+                 for name, ids in members.items()}
+    return Strata(members["seen"], members["unseen"], means)
+
+
+def _json_number(value: float) -> float | None:
+    return None if math.isnan(value) else value  # no query qualified: null, since NaN is not JSON
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A run measured against qrels: what ``retrieval-lab score-runs --json`` prints for one run.
+
+    ``means`` and ``per_query`` are keyed by the measure names as given; ``coverage`` says which
+    queries the means cover; ``strata`` splits them by a training split when one was given.
+    """
+
+    measures: tuple[str, ...]
+    means: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    coverage: metrics.Coverage
+    strata: Strata | None = None
+
+    @property
+    def query_counts(self) -> dict[str, int]:
+        """measure -> queries its mean averages (fewer than ``coverage.queries_evaluated`` for a measure
+        with a relevance threshold that some queries never reach)."""
+        return {m: self.coverage.queries_by_measure.get(m, self.coverage.queries_evaluated) for m in self.measures}
+
+    def to_json(self, per_query: bool = False) -> dict:
+        out = {**{m: _json_number(v) for m, v in self.means.items()}, "judged_only": self.coverage.judged_only,
+               **self.coverage.counts(), **self.coverage.query_count_fields()}
+        if self.strata is not None:
+            out.update(self.strata.to_json())
+        if per_query:
+            out["per_query"] = self.per_query
+        return out
+
+
+def evaluate(qrels: Qrels, run: Run, measures: list[str], train_qrels: Qrels | None = None,
+             judged_only: bool = False) -> Evaluation:
+    """Measure ``run`` against ``qrels`` (names as in :mod:`.metrics`); with ``train_qrels``, also each
+    stratum's means, so a fine-tuned model's gain on documents it never saw can be told from the rest."""
+    measures = list(dict.fromkeys(measures))
+    result = metrics.measure_run(qrels, run, measures, judged_only)
+    strata = None
+    if train_qrels is not None:
+        strata = _strata(qrels, run, train_qrels, measures, list(result.per_query), judged_only)
+    return Evaluation(tuple(measures), result.means, result.per_query, result.coverage, strata)
+
+
+def diagnose_run(qrels: Qrels, run: Run, queries: dict[str, Query], corpus: dict[str, Doc], k: int = 10,
+                 params: Params | None = None) -> Diagnosis:
+    """Why each query without a positive in the top ``k`` failed (:mod:`.diagnosis`), with the tokenizer
+    and indexed fields of ``params`` (default: params.yaml's defaults), the ones BM25 searches with."""
+    from .tokenizer import Tokenizer
+
+    params = params or Params()
+    tokenizer = Tokenizer(params.tokenizer)
+    fields = params.retrieve.fields
+    return diagnose(qrels, run, {q: queries[q].text for q in qrels if q in queries},
+                    lambda d: corpus[d].content(fields), tokenizer.tokenize, k=k)
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What the ``evaluate`` stage computed; :meth:`to_json` is its metrics file, key for key."""
+
+    split: str
+    evaluation: Evaluation
+    depth: int  # the larger of retrieve.depth and the run's longest ranking: the rank "not found" stands for
+    judged_measures: tuple[str, ...]
+    judged_threshold: float
+    diagnosis: Diagnosis
+    only_relevant_judged: bool  # the qrels judge no document below relevance 1: Judged@k is low by design
+
+    @property
+    def judged_warning(self) -> bool:
+        """True when a Judged@k mean is below the threshold: then unjudged documents fill the top and
+        every measure is a lower bound, not an estimate."""
+        return min(self.evaluation.means[m] for m in self.judged_measures) < self.judged_threshold
+
+    def to_json(self) -> dict:
+        ev, coverage = self.evaluation, self.evaluation.coverage
+        return {
+            **ev.means,
+            "queries_evaluated": coverage.queries_evaluated,
+            **coverage.query_count_fields(),  # present only for a measure averaged over fewer queries
+            "queries_without_positive": coverage.queries_without_positive,
+            "judged_queries_absent_from_run": coverage.judged_queries_absent_from_run,
+            "run_queries_not_in_qrels": coverage.run_queries_not_in_qrels,
+            "depth": self.depth,
+            "not_found_rank": self.depth + 1,
+            "judged_warning": self.judged_warning,
+            "failures_diagnosed": len(self.diagnosis.failures),
+            **(ev.strata.to_json() if ev.strata is not None else {"strata_note": NO_TRAINING_SPLIT}),
+        }
 
 
 def _csv(header: str, rows) -> str:
@@ -111,52 +239,36 @@ def _load(dataset: str | Path, split: str, qrels_path: str | Path | None):
 
 def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metrics_path: str | Path,
                    reports: str | Path, params: Params, log: Callable[[str], None] = print,
-                   qrels_path: str | Path | None = None) -> dict:
+                   qrels_path: str | Path | None = None) -> StageResult:
     """Evaluate ``run_path`` on ``dataset``'s ``split`` (its qrels from ``qrels_path`` when given: the
-    held-out test qrels live outside the prepared folder); write metrics and reports; return the metrics.
+    held-out test qrels live outside the prepared folder); write metrics and reports.
 
+    ``dataset`` may be any BEIR folder: a raw one works (no strata without ``qrels/train.tsv``).
     ``log`` receives what is reported but not written (documents with no text).
     """
     from .tokenizer import Tokenizer
 
     cfg = params.evaluate
-    tokenizer = Tokenizer(params.tokenizer)  # fails on bad params before any work
+    Tokenizer(params.tokenizer)  # fails on bad params before any work
     data, qrels, source = _load(dataset, split, qrels_path)
     run = read_run(run_path)
     check_overlap(qrels, run, run_path, source)
     check_documents(run, data.corpus, run_path)  # the diagnosis reads every ranked document's text
 
     judged = judged_measures(cfg.measures, cfg.diagnose_k)
-    measures = list(dict.fromkeys(cfg.measures + judged))
-    result = metrics.measure_run(qrels, run, measures)
+    evaluation = evaluate(qrels, run, cfg.measures + judged, data.qrels.get("train"))
     depth = max([params.retrieve.depth] + [len(docs) for docs in run.values()])
+    result = StageResult(split, evaluation, depth, tuple(judged), cfg.judged_threshold,
+                         diagnose_run(qrels, run, data.queries, data.corpus, cfg.diagnose_k, params),
+                         all(r >= 1 for labels in qrels.values() for r in labels.values()))
     ranks = metrics.positive_ranks(qrels, run)
     first = metrics.first_positive_ranks(qrels, run)
     curve = metrics.recall_curve(qrels, run, depth)
-    fields = params.retrieve.fields
-    diagnosis = diagnose(qrels, run, {q: data.queries[q].text for q in qrels},
-                         lambda d: data.corpus[d].content(fields), tokenizer.tokenize, k=cfg.diagnose_k)
-
-    train = data.qrels.get("train", {})
-    seen = seen_queries(qrels, train)
+    seen = set(evaluation.strata.seen) if evaluation.strata is not None else None
     per_query = {qid: {"measures": values, "first_positive_rank": first[qid], "positive_ranks": ranks[qid],
-                       "seen": qid in seen}
-                 for qid, values in result.per_query.items()}
-    lowest_judged = min(result.means[m] for m in judged)
-    report = result.report
-    out = {
-        **result.means,
-        "queries_evaluated": report["queries_evaluated"],
-        **metrics.measure_query_counts(report),  # present only for a measure averaged over fewer queries
-        "queries_without_positive": report["queries_without_positive"],
-        "judged_queries_absent_from_run": report["judged_queries_absent_from_run"],
-        "run_queries_not_in_qrels": report["run_queries_not_in_qrels"],
-        "depth": depth,
-        "not_found_rank": depth + 1,
-        "judged_warning": lowest_judged < cfg.judged_threshold,
-        "failures_diagnosed": diagnosis["summary"]["diagnosed"],
-        **strata_means(qrels, run, train, measures),
-    }
+                       "seen": None if seen is None else qid in seen}
+                 for qid, values in evaluation.per_query.items()}
+    metrics_json = result.to_json()
 
     # everything computed before the first file is written: a failure leaves no mix of old and new files
     reports = Path(reports)
@@ -168,12 +280,12 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
                _csv("query,rank", ((q, depth + 1 if first[q] is None else first[q]) for q in per_query)))
     write_text(reports / report_files.FIRST_POSITIVE_HIST,
                _csv("bucket,queries", first_positive_histogram({q: first[q] for q in per_query})))
-    write_json(reports / report_files.DIAGNOSIS, diagnosis)
-    write_text(reports / report_files.DIAGNOSIS_MD,
-               to_markdown(diagnosis, f"Failure diagnosis: {Path(run_path).name} on {split} (k = {cfg.diagnose_k})"))
-    write_json(metrics_path, out)
-    note = empty_documents_note(data.corpus, fields,
+    write_json(reports / report_files.DIAGNOSIS, result.diagnosis.to_json())
+    write_text(reports / report_files.DIAGNOSIS_MD, result.diagnosis.to_markdown(
+        f"Failure diagnosis: {Path(run_path).name} on {split} (k = {cfg.diagnose_k})"))
+    write_json(metrics_path, metrics_json)
+    note = empty_documents_note(data.corpus, params.retrieve.fields,
                                 "never returned by lexical runs; judged relevant, each counts as a miss")
     if note:
         log(note)
-    return out
+    return result

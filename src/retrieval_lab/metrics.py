@@ -54,7 +54,7 @@ import bisect
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -323,13 +323,59 @@ _FAMILIES: dict[str, _Family] = {
 # ----------------------------------------------------------------------------- evaluation
 
 
-@dataclass
+COVERAGE_COUNTS = ("queries_evaluated", "queries_without_positive", "judged_queries_absent_from_run",
+                   "run_queries_not_in_qrels")
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which queries a run's means cover and why the others are left out: a mean alone can hide a
+    run that skipped its hard queries, so every report carries these counts beside it."""
+
+    judged_only: bool
+    queries_evaluated: int
+    queries_without_positive: int
+    queries_without_positive_ids: tuple[str, ...]  # the first 50, sorted
+    judged_queries_absent_from_run: int
+    judged_queries_absent_from_run_ids: tuple[str, ...]  # the first 50, sorted
+    run_queries_not_in_qrels: int
+    excluded_by_measure: dict[str, int]  # measure -> queries it leaves out (only measures that leave some)
+    queries_by_measure: dict[str, int]  # measure -> queries it averages (only measures that leave some out)
+
+    def counts(self) -> dict[str, int]:
+        """The :data:`COVERAGE_COUNTS`, as every metrics JSON writes them."""
+        return {key: getattr(self, key) for key in COVERAGE_COUNTS}
+
+    def query_count_fields(self) -> dict[str, int]:
+        """``queries_evaluated[NAME]`` -> queries averaged, for each measure averaged over fewer queries than
+        ``queries_evaluated``: flat JSON keys no reader takes for a measure (``parse_measure`` refuses them).
+        Written only; a reader in code uses :attr:`queries_by_measure`."""
+        return {f"queries_evaluated[{name}]": n for name, n in self.queries_by_measure.items()}
+
+    def sentence(self) -> str:
+        """What a run's mean covers: no query is left out unsaid."""
+        return (f"{self.queries_evaluated} queries evaluated; {self.queries_without_positive} without a "
+                f"positive (excluded); {self.judged_queries_absent_from_run} judged but absent from the run "
+                f"(scored 0); {self.run_queries_not_in_qrels} run queries not in the qrels (ignored)")
+
+    def to_json(self) -> dict:
+        return {"judged_only": self.judged_only, "queries_evaluated": self.queries_evaluated,
+                "queries_without_positive": self.queries_without_positive,
+                "queries_without_positive_ids": list(self.queries_without_positive_ids),
+                "judged_queries_absent_from_run": self.judged_queries_absent_from_run,
+                "judged_queries_absent_from_run_ids": list(self.judged_queries_absent_from_run_ids),
+                "run_queries_not_in_qrels": self.run_queries_not_in_qrels,
+                "excluded_by_measure": dict(self.excluded_by_measure),
+                "queries_by_measure": dict(self.queries_by_measure)}
+
+
+@dataclass(frozen=True)
 class EvalResult:
     """Means over evaluated queries, per-query values, and what was left out and why."""
 
     means: dict[str, float]
     per_query: dict[str, dict[str, float]]
-    report: dict = field(default_factory=dict)
+    coverage: Coverage
 
 
 def _listed(ids: list[str], limit: int = 50) -> list[str]:
@@ -350,8 +396,8 @@ def measure_run(qrels: Qrels, run: Run, measures: list[str], judged_only: bool =
     Means and per-query values are keyed by the names as given. Evaluated queries are
     the judged ones with a positive (relevance >= 1); absent from the run they score 0.
     A measure with ``rel=t`` leaves out queries without a judgment >= t (its per-query
-    entry is missing, ``report["excluded_by_measure"]`` counts them and
-    ``report["queries_by_measure"]`` gives the number it averages; its mean is NaN when no
+    entry is missing, ``coverage.excluded_by_measure`` counts them and
+    ``coverage.queries_by_measure`` gives the number it averages; its mean is NaN when no
     query qualifies).
     """
     parsed = {name: parse_measure(name) for name in measures}
@@ -375,41 +421,10 @@ def measure_run(qrels: Qrels, run: Run, measures: list[str], judged_only: bool =
 
     absent = [qid for qid in queries if qid not in run]
     ignored = [qid for qid in run if qid not in qrels]
-    report = {
-        "judged_only": judged_only,
-        "queries_evaluated": len(queries),
-        "queries_without_positive": len(no_positive),
-        "queries_without_positive_ids": _listed(no_positive),
-        "judged_queries_absent_from_run": len(absent),
-        "judged_queries_absent_from_run_ids": _listed(absent),
-        "run_queries_not_in_qrels": len(ignored),
-        "excluded_by_measure": excluded,
-        "queries_by_measure": {name: len(queries) - n for name, n in excluded.items()},
-    }
-    return EvalResult(means, per_query, report)
-
-
-COVERAGE_COUNTS = ("queries_evaluated", "queries_without_positive", "judged_queries_absent_from_run",
-                   "run_queries_not_in_qrels")
-
-
-def coverage_counts(report: dict) -> dict[str, int]:
-    """The :data:`COVERAGE_COUNTS` of :func:`measure_run`'s report: which queries a run's mean covers."""
-    return {key: report[key] for key in COVERAGE_COUNTS}
-
-
-def coverage_sentence(report: dict) -> str:
-    """What a run's mean covers, from :func:`coverage_counts` (or the whole report): no query is left out
-    unsaid."""
-    return (f"{report['queries_evaluated']} queries evaluated; {report['queries_without_positive']} without a "
-            f"positive (excluded); {report['judged_queries_absent_from_run']} judged but absent from the run "
-            f"(scored 0); {report['run_queries_not_in_qrels']} run queries not in the qrels (ignored)")
-
-
-def measure_query_counts(report: dict) -> dict[str, int]:
-    """``queries_evaluated[NAME]`` -> queries averaged, for each measure whose count differs from
-    ``queries_evaluated``: flat keys that no reader takes for a measure (``parse_measure`` refuses them)."""
-    return {f"queries_evaluated[{name}]": n for name, n in report["queries_by_measure"].items()}
+    coverage = Coverage(judged_only, len(queries), len(no_positive), tuple(_listed(no_positive)), len(absent),
+                        tuple(_listed(absent)), len(ignored), excluded,
+                        {name: len(queries) - n for name, n in excluded.items()})
+    return EvalResult(means, per_query, coverage)
 
 
 def recall_curve(qrels: Qrels, run: Run, depth: int, judged_only: bool = False) -> np.ndarray:

@@ -259,8 +259,11 @@ def prepare(raw_dir: str | Path, out_dir: str | Path, heldout_dir: str | Path, p
         splits = family_split(dataset, params)
         validation = "families held out like the test split's (prepare.val)"
     else:
+        only_test = ("; a folder with qrels/test.tsv alone needs no prepare: retrieve, score-runs, compare-runs, "
+                     "evaluate and diagnose take it as it is (fine-tuning needs a training split)"
+                     if "test" in given else "")
         raise InputError("expected qrels/train.tsv + qrels/test.tsv (given splits) or qrels/all.tsv "
-                         f"(family split); found {given or 'none'}", str(raw_dir / "qrels"))
+                         f"(family split); found {given or 'none'}{only_test}", str(raw_dir / "qrels"))
     audit = {"mode": mode, "source": str(raw_dir), "seed": params.seed, "validation": validation,
              "ratios": {s: getattr(params, s) for s in SPLITS} if mode == "family" else None}
     audit.update(audit_split(splits, dataset))

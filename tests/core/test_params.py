@@ -325,7 +325,7 @@ def test_fuse_outside_the_repository_gives_the_pipeline_s_bytes(tmp_path, monkey
 def test_every_stage_s_help_says_where_defaults_come_from(capsys):
     from retrieval_lab import cli
 
-    for name in cli.GROUPS["pipeline stages (dvc.yaml runs these)"]:
+    for name in cli.STAGES:
         with pytest.raises(SystemExit):
             cli.main([name, "--help"])
         text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines

@@ -87,39 +87,53 @@ def test_tuning_picks_the_best_alpha_and_records_the_grid():
     # alpha 0.1: x 0.1, y 0.05 + 0.9 = 0.95, v 0.675 -> x at rank 3: nDCG@10 = 1 / log2(4) = 0.5
     # alpha 0.9: x 0.9, y 0.45 + 0.1 = 0.55 -> x first: nDCG@10 = 1
     params = FusionParams(tune=True, methods={"weighted": FusionMethod(0.5, [0.1, 0.9])})
-    fused, report = fusion.fuse("weighted", [A, B], params, QRELS)
+    result = fusion.fuse([A, B], "weighted", params, QRELS)
+    report = result.to_json()
     assert report["chosen"] == 0.9 and report["tuned"] is True and report["param"] == "alpha"
     assert report["grid"] == [{"value": 0.1, "score": pytest.approx(0.5)}, {"value": 0.9, "score": pytest.approx(1.0)}]
-    assert fused == weighted.fuse([A, B], 0.9, params.depth)
+    assert result.tuning.chosen == 0.9 and [g.value for g in result.tuning.grid] == [0.1, 0.9]
+    assert result.run == weighted.fuse([A, B], 0.9, params.depth)
 
 
 def test_tuning_ties_go_to_the_first_grid_value():
     # alpha 0.8: x 0.8 > y 0.6 -> also nDCG@10 = 1
-    _, report = fusion.fuse("weighted", [A, B], FusionParams(tune=True, methods={"weighted": FusionMethod(0.5, [0.9, 0.8])}), QRELS)
-    assert report["chosen"] == 0.9
+    result = fusion.fuse([A, B], "weighted", FusionParams(tune=True, methods={"weighted": FusionMethod(0.5, [0.9, 0.8])}),
+                         QRELS)
+    assert result.chosen == 0.9
 
 
 def test_no_tuning_without_tune_or_qrels():
     params = FusionParams(tune=False, methods={"rrf": FusionMethod(20, [1.0])})
-    fused, report = fusion.fuse("rrf", [A, B], params, QRELS)
+    result = fusion.fuse([A, B], "rrf", params, QRELS)
+    report = result.to_json()
     assert report["tuned"] is False and report["chosen"] == 20 and "fusion.tune" in report["reason"]
-    assert fused == rrf.fuse([A, B], 20, params.depth)
-    _, report = fusion.fuse("rrf", [A, B], FusionParams(tune=True), None)
-    assert report["tuned"] is False and report["reason"] == "no qrels given"
+    assert list(report) == ["method", "depth", "tuned", "reason", "param", "chosen"]  # fusion.json's order
+    assert result.run == rrf.fuse([A, B], 20, params.depth)
+    result = fusion.fuse([A, B], "rrf", FusionParams(tune=True), None)
+    assert result.tuned is False and result.reason == "no qrels given"
+
+
+def test_a_value_given_in_code_is_used_fixed_and_checked():
+    # rrf with k = 1: ranks 1 and 2 score 1/2 and 1/3 in each run
+    result = fusion.fuse([A, B], "rrf", qrels=QRELS, value=1.0)
+    assert (result.tuned, result.chosen, result.reason) == (False, 1.0, "a value was given")
+    assert result.run == rrf.fuse([A, B], 1.0, FusionParams().depth)
+    with pytest.raises(InputError, match="k must be > 0, got -1"):
+        fusion.fuse([A, B], "rrf", value=-1.0)
 
 
 def test_each_value_is_checked_by_its_method_before_fusing():
     # the registry's modules hold the rules: rrf's k > 0, weighted's alpha in [0, 1]
     bad_grid = FusionParams(methods={"weighted": FusionMethod(0.5, [0.5, 1.5])})
     with pytest.raises(InputError, match=r"alpha must lie in \[0, 1\], got 1.5") as err:
-        fusion.fuse("weighted", [A, B], bad_grid, QRELS)
+        fusion.fuse([A, B], "weighted", bad_grid, QRELS)
     assert err.value.field == "fusion.methods.weighted.grid[1]"
     with pytest.raises(InputError, match="k must be > 0, got 0") as err:
-        fusion.fuse("rrf", [A, B], FusionParams(tune=False, methods={"rrf": FusionMethod(0.0, [1.0])}))
+        fusion.fuse([A, B], "rrf", FusionParams(tune=False, methods={"rrf": FusionMethod(0.0, [1.0])}))
     assert err.value.field == "fusion.methods.rrf.value"
 
 
 def test_a_registered_method_without_params_is_named():
     with pytest.raises(InputError, match=r"no params for fusion method 'rrf' \(given: weighted\)") as err:
-        fusion.fuse("rrf", [A, B], FusionParams(methods={"weighted": FusionMethod(0.5, [0.5])}))
+        fusion.fuse([A, B], "rrf", FusionParams(methods={"weighted": FusionMethod(0.5, [0.5])}))
     assert err.value.field == "fusion.methods.rrf"

@@ -89,16 +89,32 @@ def import_closure(roots: list[str]) -> set[str]:
     return seen
 
 
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
+
+
 def _inert(path: Path) -> bool:
-    """A package __init__ with only a docstring, future imports and constant assignments."""
+    """A package __init__ with only a docstring, future imports and literal assignments, or the package
+    root's PEP 562 table of lazy names (``import importlib``, ``__getattr__``, ``__dir__``): no stage
+    reaches a module through that table, since no module imports the package root
+    (tests/test_import_structure.py), so it cannot change an output."""
     if path.name != "__init__.py":
         return False
+    root = path.parent.name == PACKAGE
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             continue
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+        if isinstance(node, ast.Assign) and (isinstance(node.value, ast.Constant) or root and _literal(node.value)):
+            continue
+        if root and isinstance(node, ast.Import) and [a.name for a in node.names] == ["importlib"]:
+            continue
+        if root and isinstance(node, ast.FunctionDef) and node.name in ("__getattr__", "__dir__"):
             continue
         return False
     return True

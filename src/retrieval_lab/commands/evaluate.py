@@ -1,16 +1,30 @@
-"""``retrieval-lab evaluate``: the DVC ``evaluate`` stage (one run, one split)."""
+"""``retrieval-lab evaluate``: one run on one split of any BEIR folder (the DVC ``evaluate`` stage uses it too)."""
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from ..core.params_cli import add_params_args, check_paths, params_of
 
-HELP = "the evaluate stage: one run on one split of a prepared dataset -> metrics, per-query values, diagnosis"
+HELP = ("measure one run on one split of a BEIR folder (raw or prepared) and diagnose its failed queries: "
+        "metrics JSON, per-query values, diagnosis.md")
+DESCRIPTION = textwrap.fill(HELP, 95) + """
+
+Any BEIR folder works (corpus.jsonl, queries.jsonl, qrels/<split>.tsv): a folder with only
+qrels/test.tsv is measured as it is. With qrels/train.tsv beside it, the means are also split
+into seen and unseen queries (a relevant document is a training positive, or none is); without
+one there are no strata, which matters only for a model fine-tuned on that split.
+The failure diagnosis of every query without a positive in the top evaluate.diagnose_k is
+written to REPORTS/diagnosis.md (and .json). Judged@k (always reported) is the share of the top k
+that the qrels judge: with qrels that list only relevant documents it is low for every run, and
+the measures count unjudged documents as misses. To only measure runs, see score-runs."""
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", required=True, help="prepared BEIR folder")
+    parser.description = DESCRIPTION
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("--dataset", required=True, help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/")
     parser.add_argument("--split", default="test", help="qrels split (default: test)")
     parser.add_argument("--qrels", help="the split's qrels file, when it is not the dataset's qrels/<split>.tsv "
                                         "(the pipeline's test qrels live in data/heldout/, out of training's reach)")
@@ -21,27 +35,37 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..evaluation import run_evaluation
-    from ..report_files import EVALUATE
+    from pathlib import Path
+
+    from ..evaluation import NO_TRAINING_SPLIT, run_evaluation
+    from ..report_files import DIAGNOSIS_MD, EVALUATE
 
     params = params_of(args)
     check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels},
                 files={"--metrics": args.metrics}, into={"--reports": args.reports},
                 written={"--reports": EVALUATE})
-    out = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params,
-                         log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels)
-    shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)
-    print(f"evaluate {args.run} on {args.split}: {out['queries_evaluated']} queries; {shown}")
-    for key, n in out.items():
-        if key.startswith("queries_evaluated["):
-            print(f"  {key[len('queries_evaluated['):-1]} averages {n} of {out['queries_evaluated']} queries")
-    if "strata_note" in out:
-        print(f"  strata: {out['strata_note']}")
+    result = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params,
+                            log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels)
+    ev = result.evaluation
+    evaluated = ev.coverage.queries_evaluated
+    shown = ", ".join(f"{m} {ev.means[m]:.4f}" for m in params.evaluate.measures)
+    print(f"evaluate {args.run} on {args.split}: {evaluated} queries; {shown}")
+    for measure, n in ev.coverage.queries_by_measure.items():
+        print(f"  {measure} averages {n} of {evaluated} queries")
+    strata = ev.strata
+    if strata is None or strata.note is not None:
+        print(f"  strata: {NO_TRAINING_SPLIT if strata is None else strata.note}")
     else:
-        main = params.evaluate.measures[0] if "nDCG@10" not in out else "nDCG@10"
-        print("  strata: " + "; ".join(f"{name} ({out[name]['queries']} queries) {main} {out[name][main]:.4f}"
-                                       for name in ("seen", "unseen")))
-    if out["judged_warning"]:
+        main = params.evaluate.measures[0] if "nDCG@10" not in ev.means else "nDCG@10"
+        print("  strata: " + "; ".join(f"{name} ({len(getattr(strata, name))} queries) {main} "
+                                       f"{strata.means[name][main]:.4f}" for name in ("seen", "unseen")))
+    failed = len(result.diagnosis.failures)
+    print(f"  diagnosis: {failed} queries without a positive in the top {result.diagnosis.k} -> "
+          f"{Path(args.reports) / DIAGNOSIS_MD}")
+    if result.judged_warning:
         print(f"WARNING: Judged below {params.evaluate.judged_threshold}: many top documents are unjudged, "
               "so the measures are lower bounds")
+        if result.only_relevant_judged:
+            print("  (the qrels list only relevant documents, as most BEIR sets do: every other document is "
+                  "unjudged, so a low Judged is expected; compare runs with each other on these qrels)")
     return 0

@@ -1,3 +1,5 @@
+"""``retrieval-lab fuse``: the DVC ``fuse`` stage, a thin file wrapper over :func:`retrieval_lab.fusion.fuse`."""
+
 from __future__ import annotations
 
 import argparse
@@ -34,12 +36,12 @@ def run(args: argparse.Namespace) -> int:
         if not run_:
             raise InputError("empty run: no ranked line to fuse", str(path))
     qrels = read_qrels(args.qrels) if args.qrels else None
-    fused, report = fuse(args.method, runs, params, qrels)
-    report.update(runs=list(args.runs), qrels=args.qrels)
-    write_run(args.output, fused, tag=f"fused-{args.method}", depth=params.depth)
+    result = fuse(runs, args.method, params, qrels)
+    write_run(args.output, result.run, tag=f"fused-{args.method}", depth=params.depth)
     if args.report:
-        write_json(args.report, report)
-    how = (f"tuned on {args.qrels} ({report['measure']} {max(r['score'] for r in report['grid']):.4f})"
-           if report["tuned"] else f"fixed ({report['reason']})")
-    print(f"fuse {args.method}: {report['param']}={report['chosen']} {how}, {len(fused)} queries -> {args.output}")
+        write_json(args.report, {**result.to_json(), "runs": list(args.runs), "qrels": args.qrels})
+    t = result.tuning
+    how = (f"tuned on {args.qrels} ({t.measure} {max(g.score for g in t.grid):.4f})"
+           if t is not None else f"fixed ({result.reason})")
+    print(f"fuse {args.method}: {result.param}={result.chosen} {how}, {len(result.run)} queries -> {args.output}")
     return 0

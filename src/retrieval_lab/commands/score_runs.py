@@ -1,4 +1,4 @@
-"""``retrieval-lab score-runs``: trec_eval on files, any runs against any qrels (:func:`metrics.measure_run`).
+"""``retrieval-lab score-runs``: trec_eval on files, any runs against any qrels (:func:`evaluation.evaluate`).
 
 Not a pipeline stage: the ``evaluate`` stage (:mod:`retrieval_lab.evaluation`) writes
 a run's metrics and reports.
@@ -15,7 +15,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("qrels", metavar="QRELS", help="qrels: TREC 4-column or BEIR tsv")
     parser.add_argument("runs", metavar="RUN", nargs="+", help="TREC 6-column run file(s)")
     parser.add_argument("-m", "--measure", dest="measures", action="append", required=True,
-                        metavar="MEASURE", help="e.g. nDCG@10, R(rel=2)@5, AP, nDCG(gain=exp)@10 (repeatable)")
+                        metavar="MEASURE", help="e.g. nDCG@10, R(rel=2)@5, AP, nDCG(gain=exp)@10 (repeatable); "
+                        "Judged@k, the share of the top k the qrels judge, is added at the largest cutoff "
+                        "when none is given")
     parser.add_argument("--per-query", action="store_true", help="also show every query's values")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--judged-only", action="store_true",
@@ -52,11 +54,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import json
-    import math
 
     from ..core.data import read_qrels
-    from ..evaluation import check_overlap, judged_measures
-    from ..metrics import coverage_counts, coverage_sentence, measure_query_counts, measure_run, parse_measure
+    from ..evaluation import check_overlap, evaluate, judged_measures
+    from ..metrics import parse_measure
     from ..runs import read_run
 
     measures = list(dict.fromkeys(args.measures))
@@ -69,28 +70,24 @@ def run(args: argparse.Namespace) -> int:
     for name, path in zip(_run_names(args.runs), args.runs):
         run_ = read_run(path)
         check_overlap(qrels, run_, path, args.qrels)
-        results[name] = measure_run(qrels, run_, shown, judged_only=args.judged_only)
+        results[name] = evaluate(qrels, run_, shown, judged_only=args.judged_only)
 
     if args.json:
-        out = {}
-        for name, result in results.items():
-            counts = coverage_counts(result.report)
-            means = {m: None if math.isnan(v) else v for m, v in result.means.items()}  # no query: null, not NaN
-            out[name] = {**means, "judged_only": args.judged_only, **counts,
-                         **measure_query_counts(result.report)}
-            if args.per_query:
-                out[name]["per_query"] = result.per_query
-        print(json.dumps(out, indent=2))
+        print(json.dumps({name: r.to_json(per_query=args.per_query) for name, r in results.items()}, indent=2))
         return 0
     if args.judged_only:
         print("JUDGED-ONLY (condensed) evaluation: unjudged documents removed before measuring (trec_eval -J)")
     print(_table(["run"] + shown, [[name] + [f"{r.means[m]:.4f}" for m in shown] for name, r in results.items()]))
+    if all(r >= 1 for judged in qrels.values() for r in judged.values()):
+        judged_names = ", ".join(m for m in shown if parse_measure(m).family == "Judged")
+        print(f"{judged_names}: the share of the top k the qrels judge. These qrels list only relevant "
+              "documents, so it is low for every run: the others are unjudged and count as misses.")
     for name, result in results.items():
-        rep = result.report
-        print(f"{name}: {coverage_sentence(rep)}")
-        for measure, n in rep["queries_by_measure"].items():
-            print(f"{name}: {measure} averages {n} of {rep['queries_evaluated']} queries "
-                  f"({rep['excluded_by_measure'][measure]} have no judgment >= {parse_measure(measure).rel})")
+        cov = result.coverage
+        print(f"{name}: {cov.sentence()}")
+        for measure, n in cov.queries_by_measure.items():
+            print(f"{name}: {measure} averages {n} of {cov.queries_evaluated} queries "
+                  f"({cov.excluded_by_measure[measure]} have no judgment >= {parse_measure(measure).rel})")
     if args.per_query:
         for name, result in results.items():
             print(f"\nper query: {name}")

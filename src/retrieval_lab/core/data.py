@@ -422,3 +422,14 @@ def write_qrels(path: str | Path, qrels: Qrels) -> None:
 
 def is_finite(x: float) -> bool:
     return not (math.isnan(x) or math.isinf(x))
+
+
+def write_dataset(path: str | Path, corpus: dict[str, Doc], queries: dict[str, Query],
+                  qrels: dict[str, Qrels]) -> None:
+    """Write a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv for each split of ``qrels``),
+    replaced whole: a reader never sees a corpus from one write beside qrels from another."""
+    with atomic_path(path, is_dir=True) as tmp:
+        write_corpus(tmp / "corpus.jsonl", corpus)
+        write_queries(tmp / "queries.jsonl", queries)
+        for split, judged in qrels.items():
+            write_qrels(tmp / "qrels" / f"{split}.tsv", judged)

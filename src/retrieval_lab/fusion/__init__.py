@@ -8,6 +8,7 @@ are ``fusion.methods.<NAME>`` in params (dvc.yaml fuses once per entry there).
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, replace
 from types import ModuleType
 
 from ..core.data import Qrels
@@ -43,30 +44,92 @@ def _settings(method: str, params: FusionParams) -> tuple[ModuleType, FusionMeth
     return module, settings
 
 
-def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> dict:
+@dataclass(frozen=True)
+class GridPoint:
+    value: float
+    score: float  # the tune measure's mean on the tuning qrels
+
+    def to_json(self) -> dict:
+        return {"value": self.value, "score": self.score}
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The method's parameter chosen on held-apart qrels, with every value tried: a choice made on the
+    test queries would flatter the fused run, so the grid is kept to show what was tried where."""
+
+    param: str
+    chosen: float
+    measure: str
+    grid: tuple[GridPoint, ...]
+
+
+@dataclass(frozen=True)
+class FusionResult:
+    """A fused run and how its parameter was set: tuned (``tuning``), or fixed and why (``reason``)."""
+
+    run: Run
+    method: str
+    depth: int
+    param: str
+    chosen: float
+    tuning: Tuning | None = None
+    reason: str | None = None  # why the fixed value was used, when not tuned
+
+    @property
+    def tuned(self) -> bool:
+        return self.tuning is not None
+
+    def to_json(self) -> dict:
+        """The fuse stage's report (fusion.json), without the run itself."""
+        out: dict = {"method": self.method, "depth": self.depth, "tuned": self.tuned}
+        if self.tuning is not None:
+            t = self.tuning
+            out.update(param=t.param, chosen=t.chosen, measure=t.measure, grid=[g.to_json() for g in t.grid])
+        else:
+            out.update(reason=self.reason, param=self.param, chosen=self.chosen)
+        return out
+
+
+def tune(method: str, runs: list[Run], qrels: Qrels, params: FusionParams) -> Tuning:
     """Try every value of the method's grid on ``qrels``; the best ``tune_measure`` mean wins.
 
-    Ties go to the value listed first in the grid. Returns the chosen value and every score.
+    Ties go to the value listed first in the grid, so the choice never depends on float noise order.
     """
     from ..metrics import measure_run
 
     module, settings = _settings(method, params)
-    scores = []
+    grid = []
     for value in settings.grid:
         fused = module.fuse(runs, value, params.depth)
-        scores.append({"value": value,
-                       "score": measure_run(qrels, fused, [params.tune_measure]).means[params.tune_measure]})
-    best = max(scores, key=lambda row: row["score"])  # max keeps the first of equals
-    return {"param": module.PARAM, "chosen": best["value"], "measure": params.tune_measure, "grid": scores}
+        grid.append(GridPoint(value, measure_run(qrels, fused, [params.tune_measure]).means[params.tune_measure]))
+    best = max(grid, key=lambda point: point.score)  # max keeps the first of equals
+    return Tuning(module.PARAM, best.value, params.tune_measure, tuple(grid))
 
 
-def fuse(method: str, runs: list[Run], params: FusionParams, qrels: Qrels | None = None) -> tuple[Run, dict]:
-    """Fuse with the value tuned on ``qrels`` when given and ``fusion.tune`` is on, else the fixed one."""
+def fuse(runs: list[Run], method: str = "rrf", params: FusionParams | None = None, qrels: Qrels | None = None,
+         value: float | None = None) -> FusionResult:
+    """Fuse ``runs`` with ``method``: with the value tuned on ``qrels`` when given and ``fusion.tune`` is on,
+    else with ``value`` or the fixed ``fusion.methods.<method>.value``.
+
+    ``params`` defaults to params.yaml's built-in defaults; ``value`` is checked by the method's own rule.
+    ``qrels`` must not be the qrels the fused run is evaluated on (the validation split's, never the test's).
+    """
+    params = params or FusionParams()
+    if value is not None:
+        if (why := get(method).check(value)) is not None:
+            raise InputError(why, field="value")
+        if method not in params.methods:
+            raise InputError(f"no params for fusion method {method!r} "
+                             f"(given: {', '.join(params.methods) or 'none'})", field=f"fusion.methods.{method}")
+        params = replace(params, tune=False, methods={**params.methods,
+                                                      method: replace(params.methods[method], value=value)})
     module, settings = _settings(method, params)
-    report = {"method": method, "depth": params.depth}
     if qrels is not None and params.tune:
-        report.update(tuned=True, **tune(method, runs, qrels, params))
-    else:
-        why = "no qrels given" if qrels is None else "fusion.tune is false"
-        report.update(tuned=False, reason=why, param=module.PARAM, chosen=settings.value)
-    return module.fuse(runs, report["chosen"], params.depth), report
+        tuning = tune(method, runs, qrels, params)
+        return FusionResult(module.fuse(runs, tuning.chosen, params.depth), method, params.depth, tuning.param,
+                            tuning.chosen, tuning=tuning)
+    why = ("a value was given" if value is not None else "no qrels given" if qrels is None
+           else "fusion.tune is false")
+    return FusionResult(module.fuse(runs, settings.value, params.depth), method, params.depth, module.PARAM,
+                        settings.value, reason=why)

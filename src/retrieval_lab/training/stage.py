@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.atomic import atomic_path
@@ -15,6 +16,35 @@ from .data import check_negatives_strategy, training_data, with_frozen_documents
 from .loop import LoopOptions, TrainResult, fine_tune
 from .spec import TrainSpec
 from .validation import EncodedDocuments, dense_means
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    """training.json: what a fine-tuned model was trained from and how its weights were chosen, saved with
+    the model so a model folder found later still says where it came from."""
+
+    variant: str
+    fingerprint: dict  # what a checkpoint must match to resume this run
+    result: TrainResult
+    device: str
+    world_size: int
+    select: str
+    select_measure: str
+    patience: int | None
+    negatives: str
+    corpus_pairs: dict | None  # pairs drawn from the corpus, when the variant trains on them
+    base_model: dict  # the encoder's source: lock, hashes or folder
+
+    def to_json(self) -> dict:
+        r = self.result
+        return {"variant": self.variant, "fingerprint": self.fingerprint, "steps": r.steps, "device": self.device,
+                "world_size": self.world_size, "first_loss": r.history[0]["loss"],
+                "last_loss": r.history[-1]["loss"], "validation": r.validation, "selected_step": r.selected_step,
+                "selection": {"select": self.select, "measure": self.select_measure, "patience": self.patience,
+                              "ended_by_patience": r.patience_stop},
+                "negatives": self.negatives,
+                **({"corpus_pairs": self.corpus_pairs} if self.corpus_pairs else {}),
+                "base_model": self.base_model}
 
 
 def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path, variant_name: str,
@@ -85,16 +115,10 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     else:
         embeddings = with_queries_of(encoder, dataset, frozen, params.dense, dist_info)
     if dist_info.main:
-        report = {"variant": variant_name, "fingerprint": fp, "steps": result.steps,
-                  "device": str(encoder.device), "world_size": dist_info.world,
-                  "first_loss": result.history[0]["loss"], "last_loss": result.history[-1]["loss"],
-                  "validation": result.validation, "selected_step": result.selected_step,
-                  "selection": {"select": train.select, "measure": train.select_measure,
-                                "patience": train.patience, "ended_by_patience": result.patience_stop},
-                  "negatives": str(negatives),
-                  **({"corpus_pairs": data.pseudo} if data.pseudo else {}),
-                  "base_model": encoder.source}
-        encoder.save(model_out, {"training.json": report})
+        report = TrainingReport(variant_name, fp, result, str(encoder.device), dist_info.world, train.select,
+                                train.select_measure, train.patience, str(negatives), data.pseudo or None,
+                                encoder.source)
+        encoder.save(model_out, {"training.json": report.to_json()})
         write_embeddings(embeddings, embeddings_out)
         write_live(live_dir, result)
     end_distributed(dist_info)
