@@ -21,7 +21,7 @@ LAYERS = [
      "reproducibility", "mining", "pr_comment"),
     ("evaluation", "comparison", "training", "experiments_table", "reporting"),
     ("commands",),
-    ("cli",),
+    ("cli", "publishing"),  # publishing renders committed results through the CLI's commands
     ("",),  # retrieval_lab itself: names loaded on first use, from any layer
 ]
 
