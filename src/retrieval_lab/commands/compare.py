@@ -27,7 +27,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..comparison import compare, to_markdown
     from ..core.atomic import write_json, write_text
-
     from ..core.errors import InputError
 
     params = params_of(args)
