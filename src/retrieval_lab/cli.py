@@ -34,6 +34,7 @@ GROUPS: dict[str, dict[str, str]] = {
     "tools for runs, judgments and models": {
         "score-runs": "score_runs",
         "compare-runs": "compare_runs",
+        "page": "page",
         "pool": "pool",
         "report": "report",
         "table": "table",

@@ -348,6 +348,58 @@ def compare_page(result: Comparisons, reports_root: str | Path, runs_root: str |
                            f"run's {PER_QUERY}, classes from its {DIAGNOSIS}.")
 
 
+def runs_page(base_path: str | Path, head_path: str | Path, params: Params, qrels_path: str | Path | None = None,
+              dataset: str | Path | None = None, measures: list[str] | None = None,
+              depth: int | None = None) -> Page:
+    """``retrieval-lab page``: two run files. With judgments (``qrels_path``) the summary compares
+    ``measures`` (default: ``compare.measure`` and ``compare.key_measures``) as one family and the table
+    offers every measure of ``evaluate.measures`` too; without, the queries are contrasted by RBO alone.
+    ``dataset``: a BEIR folder whose query and document texts are shown (and, with judgments, whose
+    texts let each query be diagnosed)."""
+    from .comparison import compare_runs
+    from .core.data import load_dataset, read_qrels
+    from .diagnosis import diagnose
+    from .metrics import measure_run, parse_measure
+    from .runs import read_run
+    from .tokenizer import Tokenizer
+
+    summary_measures = list(dict.fromkeys(measures or [params.compare.measure, *params.compare.key_measures]))
+    shown = list(dict.fromkeys(summary_measures + ([] if measures else params.evaluate.measures)))
+    for name in shown:
+        parse_measure(name)
+    tokenizer = Tokenizer(params.tokenizer)
+    data = load_dataset(dataset, []) if dataset is not None else None
+    qrels = (read_qrels(qrels_path, data.queries if data else None, data.corpus if data else None)
+             if qrels_path is not None else None)
+    base, head = read_run(base_path), read_run(head_path)
+    names = [Path(base_path).name, Path(head_path).name]
+    if names[0] == names[1]:
+        names = ["base: " + names[0], "head: " + names[1]]
+    fields = params.retrieve.fields
+    doc_text = (lambda d: data.corpus[d].content(fields) if d in data.corpus else "") if data else None
+    runs = []
+    for name, run in zip(names, (base, head)):
+        values = diagnosis = None
+        if qrels is not None:
+            values = measure_run(qrels, run, shown).per_query
+            if data is not None:
+                found = diagnose(qrels, run, {q: data.queries[q].text for q in qrels if q in data.queries},
+                                 doc_text, tokenizer.tokenize, k=params.evaluate.diagnose_k)
+                diagnosis = {q["query"]: q["class"] for q in found["queries"]}
+        runs.append(RunData(name, run, values, diagnosis))
+    if qrels is not None:
+        ev = params.evaluate
+        summary = runs_summary(compare_runs(qrels, base, head, summary_measures, ev.ci_level, ev.permutations,
+                                            ev.seed), *names)
+    else:
+        summary = unjudged_summary(*names)
+    return build_page(f"Per-query comparison: {names[1]} against {names[0]}", summary, runs, [tuple(names)],
+                      {q: query.text for q, query in data.queries.items()} if data else None, qrels, doc_text,
+                      None, tokenizer if data else None, depth, params.evaluate.diagnose_k,
+                      note=f"Runs {base_path} and {head_path}" + (f", judgments {qrels_path}" if qrels_path else
+                                                                   ", no judgments") + ".")
+
+
 # ----------------------------------------------------------------------------- HTML
 
 
