@@ -185,10 +185,10 @@
     const cls = DATA.classes[run][q];
     const ranks = DATA.positive_ranks[run][q];
     const found = (ranks || []).filter((r) => r !== null);
-    const first = found.length ? Math.min(...found) : null;
-    const where = first === null ? "no positive retrieved" : `first positive at rank ${first}`;
-    if (cls === null) return `${runName(run)}: ${DATA.qrels[q] ? where : "no judgments for this query"}.`;
-    return `${runName(run)}: ${cls} — ${DATA.class_words[cls] || cls} (${where}).`;
+    const where = ranks === null ? "" : found.length ? `first positive at rank ${Math.min(...found)}`
+                                                     : "no positive retrieved";
+    if (cls === null) return `${runName(run)}: ${where || "no diagnosis or judgments on this page"}.`;
+    return `${runName(run)}: ${cls} — ${DATA.class_words[cls] || cls}` + (where ? ` (${where}).` : ".");
   }
   function column(run, other, q, grades, terms, side) {
     const ranking = (DATA.rankings[run][q] || []).slice(0, state.depth);
@@ -239,6 +239,7 @@
         el("span", {class: "docid", text: DATA.docs.id[d]}), el("span", {class: "grade relevant", text: `grade ${g}`}),
         el("span", {class: "where", text: where}), el("div", {}, [highlighted(DATA.docs.text[d], new Set(Q.terms[q]))])]));
     });
+    if (!DATA.qrels[q]) return el("p", {id: "missing", text: "No judgments for this query on this page."});
     if (!rows.length) return el("p", {id: "missing", text: `Every positive is in the top ${state.depth} of a run.`});
     return el("div", {}, [el("h4", {text: `Positives neither run shows in its top ${state.depth}`}),
                           el("ul", {id: "missing", class: "missing"}, rows)]);

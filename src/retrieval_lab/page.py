@@ -210,6 +210,15 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None  # JSON has no nan/inf
 
 
+def _class(diagnosis: Mapping[str, str] | None, qrels: Mapping[str, Mapping[str, int]] | None,
+           qid: str) -> str | None:
+    """A query's failure class. Evaluate diagnoses only the queries without a positive in the top k: with
+    the judgments at hand, a query with a positive that it did not diagnose is ``in_top_k``."""
+    if diagnosis is None or qid in diagnosis or qrels is None:
+        return None if diagnosis is None else diagnosis.get(qid)
+    return IN_TOP_K if any(g > 0 for g in qrels.get(qid, {}).values()) else None
+
+
 def highlight_terms(tokenize, split, finalise, query_texts: Iterable[str], doc_texts: Iterable[str]
                     ) -> list[tuple[str, ...]]:
     """Per query, the lowercase surface words of the shown texts whose token (the retrievers' tokenizer:
@@ -273,8 +282,7 @@ def build_page(title: str, summary: Summary, runs: list[RunData], pairs: list[tu
         judged.append(judged_share)
         values.append({m: [_finite(float(vals[q][m])) if q in vals else None for q in qids]
                        for m in measures})
-        classes.append([None if r.diagnosis is None or qrels is None or not any(g > 0 for g in qrels.get(qid, {}).values())
-                        else r.diagnosis.get(qid, IN_TOP_K) for qid in qids])
+        classes.append([_class(r.diagnosis, qrels, qid) for qid in qids])
     contrast = []
     for a, b in pairs:
         contrast.append([None if full[(a, q)] is None and full[(b, q)] is None else
