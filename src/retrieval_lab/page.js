@@ -244,14 +244,20 @@
     return el("div", {}, [el("h4", {text: `Positives neither run shows in its top ${state.depth}`}),
                           el("ul", {id: "missing", class: "missing"}, rows)]);
   }
+  function depthChoices() {
+    // the usual depths below what the page stores, then the stored depth itself (when it is at most 100)
+    const below = DEPTHS.filter((d) => d < DATA.depth);
+    return DATA.depth > 0 && DATA.depth <= 100 ? [...below, DATA.depth] : below;
+  }
   function openQuery(q) {
+    if (!depthChoices().includes(state.depth)) state.depth = Math.min(10, DATA.depth) || 10;
     state.query = q;
     const [a, b] = pairOf(state.pair);
     const view = document.getElementById("query-view");
     const grades = gradesOf(q);
     const terms = new Set(Q.terms[q]);
     const depth = el("select", {id: "depth", onchange: (e) => { state.depth = +e.target.value; openQuery(q); }},
-      DEPTHS.filter((d) => d <= Math.max(DATA.depth, 5)).map((d) => el("option", {value: String(d), text: String(d)})));
+      depthChoices().map((d) => el("option", {value: String(d), text: String(d)})));
     depth.value = String(state.depth);
     const measures = el("table", {id: "query-measures", class: "summary"}, [
       el("thead", {}, [el("tr", {}, ["measure", runName(a), runName(b), "difference"].map((t) => el("th", {text: t})))]),
@@ -295,5 +301,6 @@
     el("section", {id: "query-view", hidden: ""}));
   if (!DATA.measures.length) state.sort = "difference"; // RBO: most different first (ascending)
   refresh();
+  window.__pageReadyAt = performance.now(); // since navigation began (scripts/bench_page.py reads it)
   window.__pageReady = true;
 })();
