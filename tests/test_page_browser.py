@@ -35,7 +35,7 @@ def support(tmp_path_factory) -> Path:
     steps.append(("compare", ["--reports-root", f"{root}/reports", "--output", f"{root}/compare.json",
                               "--markdown", f"{root}/compare.md", "--html", f"{root}/compare.html",
                               "--runs-root", f"{root}/runs", "--dataset", f"{root}/prepared",
-                              "--qrels", f"{root}/heldout/qrels/test.tsv", "--set", "compare.pairs=[[bm25, lsa]]"]))
+                              "--qrels", f"{root}/heldout/qrels/test.tsv", "--set", "compare.pairs=[[bm25, lsa], [lsa, bm25]]"]))
     for name, argv in steps:
         assert run_command(name, argv) == 0, name
     return root
@@ -65,7 +65,6 @@ def _table(page) -> list[dict]:
 
 def test_the_support_page_shows_the_runs_and_the_metrics_json(support, browser):
     compare = json.loads((support / "compare.json").read_text())
-    pair = compare["pairs"]["bm25 vs lsa"]
     values = {r: _per_query(support, r) for r in PAIR}
     runs = {r: read_run(support / "runs" / f"{r}.trec") for r in PAIR}
     qrels = read_qrels(support / "heldout" / "qrels" / "test.tsv")
@@ -73,11 +72,13 @@ def test_the_support_page_shows_the_runs_and_the_metrics_json(support, browser):
     page = opened.page
 
     # the summary's numbers are compare.json's
-    cells = page.eval_on_selector_all("#summary-table tbody tr td", "tds => tds.map(td => td.textContent)")
-    assert cells == ["all", "nDCG@10", "bm25", "lsa", str(pair["queries"]), f"{pair['baseline_mean']:.4f}",
-                     f"{pair['candidate_mean']:.4f}", difference_text(pair), interval_text(pair),
-                     f"{pair['p_adjusted']:.4f}", f"±{pair['mde']:.4f}",
-                     f"{pair['wins']}/{pair['ties']}/{pair['losses']}", pair["verdict"]]
+    cells = page.eval_on_selector_all("#summary-table tbody tr", """rows => rows.map(r =>
+        [...r.children].map(td => td.textContent))""")
+    assert cells == [["all", "nDCG@10", p["baseline"], p["candidate"], str(p["queries"]), f"{p['baseline_mean']:.4f}",
+                      f"{p['candidate_mean']:.4f}", difference_text(p), interval_text(p), f"{p['p_adjusted']:.4f}",
+                      f"±{p['mde']:.4f}", f"{p['wins']}/{p['ties']}/{p['losses']}", p["verdict"]]
+                     for p in compare["pairs"].values()]
+    assert [p["baseline"] for p in compare["pairs"].values()] == ["bm25", "lsa"]
 
     # every query of per_query.json, with its values, and their mean is the metrics file's
     page.select_option("#measure", "nDCG@10")
@@ -149,6 +150,10 @@ def test_the_support_page_shows_the_runs_and_the_metrics_json(support, browser):
     assert listed == want
     page.click(f"tr[data-query={qid}]")
     assert page.locator("mark").count() > 0  # the query's terms highlighted in the documents
+    page.select_option("#pair", "1")  # lsa -> bm25: the open query's columns swap
+    assert _column(page, "left") == [d for d, _ in ranked(runs["lsa"][qid])][:10]
+    assert _column(page, "right") == [d for d, _ in ranked(runs["bm25"][qid])][:10]
+    assert _table(page)[0]["base"] == f"{values['lsa'][_table(page)[0]['id']]['measures']['nDCG@10']:.4f}"
 
     assert opened.requests == [opened.url], opened.requests  # nothing but the file itself
     assert opened.errors == [] and opened.dialogs == []

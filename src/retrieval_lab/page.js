@@ -97,7 +97,11 @@
     return rows;
   }
   function controls() {
-    const pair = el("select", {id: "pair", onchange: (e) => { state.pair = +e.target.value; refresh(); }},
+    const pair = el("select", {id: "pair", onchange: (e) => {
+      state.pair = +e.target.value;
+      refresh();
+      if (state.query !== null) openQuery(state.query, false); // the open query, now of this pair
+    }},
       DATA.pairs.map(([a, b], i) => el("option", {value: String(i), text: `${runName(a)} → ${runName(b)}`})));
     const measure = el("select", {id: "measure", onchange: (e) => { state.measure = e.target.value; refresh(); }},
       [...DATA.measures, DATA.rbo_name].map((m) => el("option", {value: m, text: m})));
@@ -249,14 +253,14 @@
     const below = DEPTHS.filter((d) => d < DATA.depth);
     return DATA.depth > 0 && DATA.depth <= 100 ? [...below, DATA.depth] : below;
   }
-  function openQuery(q) {
+  function openQuery(q, scroll = true) {
     if (!depthChoices().includes(state.depth)) state.depth = Math.min(10, DATA.depth) || 10;
     state.query = q;
     const [a, b] = pairOf(state.pair);
     const view = document.getElementById("query-view");
     const grades = gradesOf(q);
     const terms = new Set(Q.terms[q]);
-    const depth = el("select", {id: "depth", onchange: (e) => { state.depth = +e.target.value; openQuery(q); }},
+    const depth = el("select", {id: "depth", onchange: (e) => { state.depth = +e.target.value; openQuery(q, false); }},
       depthChoices().map((d) => el("option", {value: String(d), text: String(d)})));
     depth.value = String(state.depth);
     const measures = el("table", {id: "query-measures", class: "summary"}, [
@@ -281,7 +285,7 @@
       tr.classList.toggle("open", tr.getAttribute("data-query") === Q.id[q]);
     }
     view.hidden = false;
-    view.scrollIntoView({block: "start"});
+    if (scroll) view.scrollIntoView({block: "start"});
   }
 
   // ------------------------------------------------------------------ the page
