@@ -19,6 +19,7 @@ from beir_fixtures import REPO
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+TIMEOUT_MS = 60_000  # a page takes well under a second; the suite's machine may be busy with pipelines
 ARTIFACTS = REPO / ".pytest-artifacts"  # gitignored: screenshots kept as test artifacts
 
 
@@ -59,12 +60,13 @@ class Opened:
 
 def open_page(browser, path: Path, width: int = 1400, height: int = 1000) -> Opened:
     page = browser.new_page(viewport={"width": width, "height": height})
+    page.set_default_timeout(TIMEOUT_MS)
     opened = Opened(page, path.resolve().as_uri())
     page.on("request", lambda r: opened.requests.append(r.url))
     page.on("dialog", lambda d: (opened.dialogs.append(d.message), d.dismiss()))
     page.on("pageerror", lambda e: opened.errors.append(str(e)))
     page.goto(opened.url)
-    page.wait_for_function("window.__pageReady === true", timeout=10000)
+    page.wait_for_function("window.__pageReady === true", timeout=TIMEOUT_MS)
     return opened
 
 

@@ -80,7 +80,12 @@ def test_the_support_page_shows_the_runs_and_the_metrics_json(support, browser):
                      for p in compare["pairs"].values()]
     assert [p["baseline"] for p in compare["pairs"].values()] == ["bm25", "lsa"]
 
-    # every query of per_query.json, with its values, and their mean is the metrics file's
+    # every query of per_query.json, with its values, and their mean is the metrics file's; the table opens on
+    # the compared measure
+    assert page.input_value("#measure") == compare["measure"] == "nDCG@10"
+    page.select_option("#measure", "RR")
+    assert {r["id"]: r["base"] for r in _table(page)} == {q: f"{e['measures']['RR']:.4f}"
+                                                          for q, e in values["bm25"].items()}
     page.select_option("#measure", "nDCG@10")
     rows = _table(page)
     assert sorted(r["id"] for r in rows) == sorted(values["bm25"])

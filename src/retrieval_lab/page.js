@@ -6,7 +6,7 @@
   const Q = DATA.queries;
   const ROWS_PER_PAGE = 200; // rows put in the table at a time: the rest wait for "show more"
   const DEPTHS = [5, 10, 20, 50, 100];
-  const state = {pair: 0, measure: DATA.measures.length ? DATA.measures[0] : DATA.rbo_name,
+  const state = {pair: 0, measure: DATA.measure || (DATA.measures.length ? DATA.measures[0] : DATA.rbo_name),
                  stratum: "", cls: "", search: "", sort: "difference", desc: false, shown: ROWS_PER_PAGE,
                  query: null, depth: 10};
 

@@ -194,6 +194,7 @@ class Page:
     doc_texts: tuple[str, ...]
     depth: int  # the rankings' stored depth
     note: str = ""  # where the page came from
+    measure: str | None = None  # the table's measure when the page opens (the summary's)
 
     def to_json(self) -> dict:
         return {"title": self.title, "note": self.note, "summary": self.summary.to_json(), "runs": list(self.runs),
@@ -203,7 +204,8 @@ class Page:
                 "values": list(self.values), "classes": list(self.classes), "class_words": CLASS_WORDS,
                 "judged": list(self.judged), "judged_k": self.judged_k, "rankings": list(self.rankings),
                 "positive_ranks": list(self.positive_ranks), "qrels": list(self.qrels), "rbo": list(self.rbo),
-                "docs": {"id": list(self.doc_ids), "text": list(self.doc_texts)}, "depth": self.depth}
+                "docs": {"id": list(self.doc_ids), "text": list(self.doc_texts)}, "depth": self.depth,
+                "measure": self.measure if self.measure in self.measures else None}
 
 
 def _finite(x: float) -> float | None:
@@ -238,12 +240,14 @@ def highlight_terms(tokenize, split, finalise, query_texts: Iterable[str], doc_t
 def build_page(title: str, summary: Summary, runs: list[RunData], pairs: list[tuple[str, str]],
                queries: Mapping[str, str] | None = None, qrels: Mapping[str, Mapping[str, int]] | None = None,
                doc_text: Callable[[str], str] | None = None, strata: Mapping[str, bool] | None = None,
-               tokenizer=None, depth: int | None = None, judged_k: int = 10, note: str = "") -> Page:
+               tokenizer=None, depth: int | None = None, judged_k: int = 10, note: str = "",
+               measure: str | None = None) -> Page:
     """Gather one page's data.
 
     The queries are those with a measured value in some run (or, with no values, those of some run).
     ``depth``: rankings are stored to this depth (None: whole runs). ``doc_text``: the shown text of
-    each document (absent: the page shows ids only). ``strata``: query -> seen.
+    each document (absent: the page shows ids only). ``strata``: query -> seen. ``measure``: the table's
+    first measure.
     """
     names = [r.name for r in runs]
     index = {n: i for i, n in enumerate(names)}
@@ -300,7 +304,8 @@ def build_page(title: str, summary: Summary, runs: list[RunData], pairs: list[tu
                 tuple(None if strata is None or q not in strata else ("seen" if strata[q] else "unseen")
                       for q in qids),
                 tuple(terms), tuple(values), tuple(classes), tuple(judged), judged_k, tuple(rankings),
-                tuple(positive_ranks), tuple(judgments), tuple(contrast), tuple(doc_ids), tuple(texts), stored, note)
+                tuple(positive_ranks), tuple(judgments), tuple(contrast), tuple(doc_ids), tuple(texts), stored, note,
+                measure)
 
 
 # ----------------------------------------------------------------------------- the pipeline's page
@@ -353,7 +358,7 @@ def compare_page(result: Comparisons, reports_root: str | Path, runs_root: str |
                       lambda d: data.corpus[d].content(fields) if d in data.corpus else "", strata, tokenizer,
                       judged_k=params.evaluate.diagnose_k,
                       note=f"The compare stage's pairs on the {params.dataset} test queries; values from each "
-                           f"run's {PER_QUERY}, classes from its {DIAGNOSIS}.")
+                           f"run's {PER_QUERY}, classes from its {DIAGNOSIS}.", measure=result.measure)
 
 
 def runs_page(base_path: str | Path, head_path: str | Path, params: Params, qrels_path: str | Path | None = None,
@@ -405,7 +410,8 @@ def runs_page(base_path: str | Path, head_path: str | Path, params: Params, qrel
                       {q: query.text for q, query in data.queries.items()} if data else None, qrels, doc_text,
                       None, tokenizer if data else None, depth, params.evaluate.diagnose_k,
                       note=f"Runs {base_path} and {head_path}" + (f", judgments {qrels_path}" if qrels_path else
-                                                                   ", no judgments") + ".")
+                                                                   ", no judgments") + ".",
+                      measure=summary_measures[0])
 
 
 # ----------------------------------------------------------------------------- HTML

@@ -289,4 +289,5 @@ def report_page(g: Gathered, j: Judgement, params: Params) -> Page:
                       (lambda d: data.corpus[d].content(fields) if d in data.corpus else "") if data else None,
                       strata, tokenizer, judged_k=params.evaluate.diagnose_k,
                       note=(f"Per-query values from {g.paths.reports}/<retriever>/per_query.json at both revisions; "
-                            f"classes from the head's diagnosis.json; texts and judgments from the working tree."))
+                            f"classes from the head's diagnosis.json; texts and judgments from the working tree."),
+                      measure=j.measure)
