@@ -95,3 +95,18 @@ def test_compare_html_needs_its_inputs_and_writes_nothing_without_them(tmp_path,
                                    "--markdown", f"{out}.md", "--html", f"{out}.html", "--dataset", str(tmp_path)])
     assert code == 2 and "--html needs --runs-root, --qrels" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_page_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, capsys):
+    run = tmp_path / "a.trec"
+    run.write_text("q1 Q0 d1 1 1.0 x\n")
+    out = tmp_path / "page.html"
+    assert run_command("page", [str(run), str(run), "--output", str(out), "--depth", "0"]) == 2
+    assert "field '--depth': expected a depth >= 1, got 0" in capsys.readouterr().err
+    assert run_command("page", [str(run), str(run), "--output", str(run)]) == 2
+    assert "an output never replaces an input" in capsys.readouterr().err
+    bad = tmp_path / "bad.trec"
+    bad.write_text("q1 Q0 d1 1 nan x\n")
+    assert run_command("page", [str(run), str(bad), "--output", str(out)]) == 2
+    assert "bad.trec:1 field 'score'" in capsys.readouterr().err
+    assert not out.exists() and run.read_text() == "q1 Q0 d1 1 1.0 x\n"
