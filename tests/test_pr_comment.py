@@ -256,3 +256,38 @@ def test_command_refuses_a_pull_request_number_below_one(tmp_path, monkeypatch, 
     assert run_command("pr-comment", ["--repository", REPO, "--pr", "0", "--body-file",
                                       str(tmp_path / "report.md")]) == 2
     assert "field '--pr': expected a pull request number > 0, got 0" in capsys.readouterr().err
+
+
+def test_the_comment_links_the_comparison_page_first_and_keeps_it_when_cut():
+    url = "https://github.com/o/r/actions/runs/12/artifacts/34"
+    body = comment_body("x" * 70_000, page_url=url)
+    assert body.startswith(f"{MARKER}\n**[Per-query comparison page]({url})**: report.html in the job's")
+    assert len(body) <= 65536
+    for bad in ("http://example.com/a", "https://a.b/x) [evil](https://c.d", "https://a.b/<script>", "javascript:x"):
+        with pytest.raises(InputError, match="--page-url"):
+            comment_body("r", page_url=bad)
+
+
+def test_command_posts_the_page_link(tmp_path, monkeypatch, capsys):
+    (tmp_path / "report.md").write_text("**No change**\n")
+    fake = FakeGitHub([])
+    monkeypatch.setattr("retrieval_lab.pr_comment._urlopen", fake)
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    url = "https://github.com/o/r/actions/runs/1/artifacts/2"
+    argv = ["--repository", REPO, "--pr", "7", "--body-file", str(tmp_path / "report.md"), "--page-url", url]
+    assert run_command("pr-comment", argv) == 0
+    assert fake.comments[-1]["body"] == f"{MARKER}\n**[Per-query comparison page]({url})**: report.html in the " \
+        "job's `pr-report` artifact (download, unzip, open in a browser: it loads nothing from anywhere).\n\n" \
+        "**No change**\n"
+    assert run_command("pr-comment", argv[:-1] + ["http://insecure"]) == 2
+    assert "--page-url" in capsys.readouterr().err
+
+
+def test_the_workflow_uploads_the_pages_before_the_comment_links_them():
+    steps = _steps()
+    upload = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload-artifact@"))
+    comment = next(i for i, s in enumerate(steps) if "pr-comment" in s.get("run", ""))
+    assert upload < comment and steps[upload]["id"] == "upload"
+    assert "pr-report/" in steps[upload]["with"]["path"] and "compare.html" in steps[upload]["with"]["path"]
+    assert steps[comment]["env"]["PAGE_URL"] == "${{ steps.upload.outputs.artifact-url }}"
+    assert '--page-url "$PAGE_URL"' in steps[comment]["run"]

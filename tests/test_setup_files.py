@@ -29,6 +29,13 @@ def test_ci_runs_the_readme_test_command_verbatim_and_flags_no_tests():
     assert '"$rc" -eq 5' in ci  # pytest's "collected no tests" is neither a pass nor hidden
 
 
+def test_ci_installs_chromium_before_the_tests_and_runs_them_as_ci():
+    lines = (REPO / ".ci" / "run").read_text().splitlines()
+    test = lines.index(readme_commands()[1])
+    assert any("apt-get install -y" in line and "chromium" in line for line in lines[:test])
+    assert 'export CI="${CI:-true}"' in lines[:test]  # browser tests fail, never skip, without Chromium
+
+
 def test_dockerfile_pins_its_base_and_installs_like_the_readme():
     docker = (REPO / "Dockerfile").read_text()
     bases = re.findall(r"^ARG BASE=(\S+)", docker, re.MULTILINE) + re.findall(r"--build-arg BASE=(\S+)", docker)

@@ -25,6 +25,7 @@ GROUPS: dict[str, dict[str, str]] = {
     "measure your runs (any TREC run, any BEIR folder or qrels file)": {
         "score-runs": "score_runs",
         "compare-runs": "compare_runs",
+        "page": "page",
         "evaluate": "evaluate",
         "diagnose": "diagnose",
     },

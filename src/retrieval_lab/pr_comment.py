@@ -35,23 +35,37 @@ class CommentAPI(Protocol):
     def update_comment(self, comment_id: int, body: str) -> dict: ...
 
 
-def comment_body(report: str, marker: str = MARKER, limit: int = MAX_BODY) -> str:
-    """The marker, then the report; cut to ``limit`` characters with a note saying so."""
-    body = f"{marker}\n{report}"
+# what a link to the page may be: an https URL with nothing that could end the markdown link or add markup
+PAGE_URL = re.compile(r"https://[A-Za-z0-9.-]+(?:/[A-Za-z0-9._~%/?=&+-]*)?")
+
+
+def page_line(url: str) -> str:
+    """The comment's link to the per-query comparison page (``report.html`` in the job's artifact)."""
+    if not PAGE_URL.fullmatch(url):
+        raise InputError(f"expected an https URL of letters, digits and ._~%/?=&+-, got {url!r}", field="--page-url")
+    return (f"**[Per-query comparison page]({url})**: report.html in the job's `pr-report` artifact "
+            "(download, unzip, open in a browser: it loads nothing from anywhere).\n\n")
+
+
+def comment_body(report: str, marker: str = MARKER, limit: int = MAX_BODY, page_url: str | None = None) -> str:
+    """The marker, the link to the comparison page (first, so that cutting never drops it), then the
+    report; cut to ``limit`` characters with a note saying so."""
+    body = f"{marker}\n{page_line(page_url) if page_url else ''}{report}"
     if len(body) <= limit:
         return body
     note = "\n\n… (cut to fit a comment: the full report.md is in the job's artifacts)\n"
     return body[:limit - len(note)] + note
 
 
-def upsert_comment(api: CommentAPI, number: int, report: str, marker: str = MARKER) -> tuple[str, int]:
+def upsert_comment(api: CommentAPI, number: int, report: str, marker: str = MARKER,
+                   page_url: str | None = None) -> tuple[str, int]:
     """Edit the comment of pull request ``number`` that starts with ``marker``, or post one.
 
     Returns ("created" | "updated" | "unchanged", comment id). A comment merely quoting the
     marker (a reply) does not start with it and is left alone; when several start with it
     (older tooling), the oldest is kept current.
     """
-    body = comment_body(report, marker)
+    body = comment_body(report, marker, page_url=page_url)
     ours = [c for c in api.list_comments(number) if (c.get("body") or "").startswith(marker)]
     if not ours:
         return "created", int(api.create_comment(number, body)["id"])

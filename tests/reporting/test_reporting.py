@@ -347,3 +347,33 @@ def test_strata_comparisons_split_seen_from_unseen_in_a_family_of_their_own():
     assert rows[1][2]["mean_difference"] == pytest.approx(-0.25 / 3)
     assert header["family_size"] == 2  # bm25 has no seen query: nothing to split, not in the family
     assert strata_comparisons([one_sided], "nDCG@10", 0.95, 2000, 5) == ([], None)
+
+
+def test_the_report_page_shows_the_gate_and_each_revisions_ranking(repo, tmp_path):
+    from browser import chromium, open_page, screenshot
+
+    from retrieval_lab.runs import ranked, read_run
+
+    code, report = _report(repo, tmp_path / "pr", "regressed", "--fail-on-regression")
+    assert code == 1
+    runs = {}
+    for rev in ("main", "regressed"):
+        (tmp_path / f"{rev}.trec").write_text(sh(["git", "show", f"{rev}:runs/toy/bm25.trec"], repo).stdout)
+        runs[rev] = read_run(tmp_path / f"{rev}.trec")
+    with chromium() as browser:
+        opened = open_page(browser, tmp_path / "pr" / "report.html")
+        page = opened.page
+        assert page.text_content("#gate-decision") == report.splitlines()[0].replace("**", "")
+        summary = page.eval_on_selector_all("#summary-table tbody tr", """rows => rows.map(r =>
+            [...r.children].slice(0, 4).map(td => td.textContent))""")
+        assert summary == [["all", m, "bm25 @ main", "bm25 @ regressed"] for m in ("nDCG@10", "R@100", "RR@10")]
+        page.select_option("#measure", "nDCG@10")
+        losers = page.eval_on_selector_all("#queries-table tbody tr", "rs => rs.map(r => r.dataset.query)")
+        assert sorted(losers[:12]) == [f"q{i:02d}" for i in REGRESSED]  # -1 each: first when sorted ascending
+        page.click("tr[data-query=q03]")
+        for side, rev in (("left", "main"), ("right", "regressed")):
+            shown = page.eval_on_selector_all(f"#ranking-{side} li.doc", "els => els.map(e => e.dataset.doc)")
+            assert shown == [d for d, _ in ranked(runs[rev]["q03"])][:10]
+        assert "vocabulary_gap" in page.text_content("#diagnosis")  # the head's class, in words
+        assert opened.requests == [opened.url] and opened.errors == []
+        screenshot(page, "report-page.png")

@@ -16,21 +16,41 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the run names compare.pairs may use (dvc.yaml: those its deps list); default: any")
     parser.add_argument("--output", required=True, help="comparison JSON to write")
     parser.add_argument("--markdown", required=True, help="markdown table to write")
+    parser.add_argument("--html", metavar="FILE", help="per-query comparison page to write (needs --runs-root, "
+                                                       "--dataset, --qrels)")
+    parser.add_argument("--runs-root", metavar="DIR", help="folder holding <run name>.trec (for --html)")
+    parser.add_argument("--dataset", metavar="DIR", help="prepared dataset: query and document texts (for --html)")
+    parser.add_argument("--qrels", metavar="FILE", help="the judgments the runs were evaluated on (for --html)")
     add_params_args(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..comparison import compare, to_markdown
     from ..core.atomic import write_json, write_text
+    from ..core.errors import InputError
 
     params = params_of(args)
-    check_paths(args, {"--reports-root": args.reports_root}, files={"--output": args.output,
-                                                                   "--markdown": args.markdown})
+    page_inputs = {"--runs-root": args.runs_root, "--dataset": args.dataset, "--qrels": args.qrels}
+    if args.html:
+        lacking = [flag for flag, value in page_inputs.items() if not value]
+        if lacking:
+            raise InputError(f"--html needs {', '.join(lacking)}", field="--html")
+    check_paths(args, {"--reports-root": args.reports_root, **(page_inputs if args.html else {})},
+                files={"--output": args.output, "--markdown": args.markdown, "--html": args.html})
     ev = params.evaluate
     result = compare(args.reports_root, params.compare.pairs, params.compare.measure, ev.ci_level,
                      ev.permutations, ev.seed, args.runs)
+    page = None
+    if args.html:  # built before anything is written: a bad input leaves no output
+        from ..page import compare_page
+
+        page = compare_page(result, args.reports_root, args.runs_root, args.dataset, args.qrels, params)
     write_json(args.output, result.to_json())
     text = to_markdown(result)
     write_text(args.markdown, text)
+    if page is not None:
+        from ..page import write_page
+
+        write_page(args.html, page)
     print(text, end="")
     return 0

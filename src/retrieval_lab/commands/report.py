@@ -7,8 +7,8 @@ import argparse
 from ..core.params_cli import add_params_args, check_paths, params_of
 
 REGRESSION, CANNOT_JUDGE = 1, 3  # 2 is every command's bad-input exit (cli.main)
-HELP = ("markdown report of what a revision changed: verdict, simultaneous intervals of the key measures, "
-        "losses by failure class, plots, metrics diff; --fail-on-regression exits 1 on a real regression "
+HELP = ("markdown report and per-query comparison page (report.html) of what a revision changed: verdict, "
+        "simultaneous intervals of the key measures, losses by failure class, plots, metrics diff; --fail-on-regression exits 1 on a real regression "
         "and 3 when it cannot judge (per-query results missing, or identical while the metrics changed)")
 
 
@@ -41,10 +41,10 @@ def run(args: argparse.Namespace) -> int:
     check_paths(args, {"--repo": args.repo}, into={"--output": args.output})
     default = ReportPaths.defaults(params.dataset)
     paths = ReportPaths(args.reports_root or default.reports, args.metrics_root or default.metrics,
-                        args.dvclive_root or default.dvclive)
+                        args.dvclive_root or default.dvclive, default.runs, default.prepared, default.qrels)
     result = build_report(args.base, args.head, args.output, params, repo=args.repo,
                           tolerance=args.tolerance, paths=paths)
-    print(f"wrote {args.output}/report.md ({len(result['retrievers'])} retrievers changed, "
+    print(f"wrote {args.output}/report.md and {result['page']} ({len(result['retrievers'])} retrievers changed, "
           f"{len(result['unchanged'])} unchanged, {len(result['plots'])} plots)")
     for r in result["regressions"]:
         print(f"REGRESSION: {r['retriever']} {r['measure']} {r['mean_difference']:+.4f} "

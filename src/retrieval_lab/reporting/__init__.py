@@ -18,6 +18,9 @@ the gate's decision, :mod:`.render` writes ``report.md``, first screen first:
    their first-positive rank before and after;
 4. PNG plots (recall@k base vs head, training loss), then the full ``dvc metrics diff``
    (changed values only, measures apart from bookkeeping counts) in a collapsed block.
+
+Beside it, ``report.html``: the same gate and comparisons, and query by query each changed retriever
+at base against itself at head, rankings side by side (:mod:`retrieval_lab.page`).
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from pathlib import Path
 
 from ..core.atomic import atomic_path
 from ..core.params import Params
+from ..page import write_page
 from .gather import ReportPaths, gather
 from .judge import check_tolerance, judge, key_measures
-from .render import markdown, plots
+from .render import markdown, plots, report_page
 
 REPORT = "report.md"
+PAGE = "report.html"  # the per-query comparison page (retrieval_lab.page)
 
 
 def build_report(base: str, head: str | None, out_dir: str | Path, params: Params, repo: str = ".",
@@ -50,9 +55,10 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     pngs = plots(g, out_dir)
     with atomic_path(out_dir / REPORT) as tmp:
         tmp.write_text(markdown(g, j, params.dataset, pngs, top, params.evaluate.diagnose_k), encoding="utf-8")
+    write_page(out_dir / PAGE, report_page(g, j, params))
     return {"retrievers": {r.name: {m: row.to_json() for m, row in r.stats.items()} for r in g.changed},
             "unchanged": [r.name for r in g.retrievers if r.status == "unchanged"], "family": j.family.to_json(),
             "regressions": [{"retriever": n, "measure": m, **row.to_json()} for n, m, row in j.regressions],
             "cannot_judge": [{"retriever": n, "reason": why} for n, why in j.blind],
             "strata": [{"retriever": n, "stratum": s, **row.to_json()} for n, s, row in j.strata],
-            "losses": j.losses, "plots": pngs, "metrics_diff": g.diff}
+            "losses": j.losses, "plots": pngs, "metrics_diff": g.diff, "page": str(out_dir / PAGE)}

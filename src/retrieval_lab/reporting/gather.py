@@ -10,13 +10,16 @@ import io
 import json
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..comparison import ComparisonRow, per_query_measures, values_of
+from ..core.data import Dataset, Qrels, load_dataset, read_qrels
 from ..core.errors import InputError
 from ..metrics import parse_measure
 from ..report_files import COMPARE, DIAGNOSIS, PER_QUERY, RECALL_CURVE
+from ..runs import Run, read_run
 
 WORKSPACE = None  # head = the working tree
 LOSS_TSV = "plots/metrics/train/loss.tsv"  # inside a variant's dvclive folder (training/stage.py writes it)
@@ -29,11 +32,17 @@ class ReportPaths:
     reports: str  # <reports>/<retriever>/per_query.json, diagnosis.json, recall_curve.csv
     metrics: str  # <metrics>/<retriever>.json and compare.json
     dvclive: str  # <dvclive>/<variant>/plots/metrics/train/loss.tsv
+    # for the comparison page (None: the page goes without): <runs>/<retriever>.trec at both revisions; the
+    # prepared dataset (query and document texts) and the test judgments, from the working tree
+    runs: str | None = None
+    prepared: str | None = None
+    qrels: str | None = None
 
     @classmethod
     def defaults(cls, dataset: str) -> ReportPaths:
         """dvc.yaml's folders for ``dataset``."""
-        return cls(f"reports/{dataset}", f"metrics/{dataset}", f"dvclive/{dataset}")
+        return cls(f"reports/{dataset}", f"metrics/{dataset}", f"dvclive/{dataset}", f"runs/{dataset}",
+                   f"data/prepared/{dataset}", f"data/heldout/{dataset}/qrels/test.tsv")
 
     def report_file(self, retriever: str, name: str) -> str:
         return f"{self.reports}/{retriever}/{name}"
@@ -138,6 +147,9 @@ class Gathered:
     diagnoses: dict[str, dict | None] = field(default_factory=dict)  # changed retriever -> head's diagnosis
     recall: dict[str, tuple[Series | None, Series | None]] = field(default_factory=dict)  # (base, head)
     losses: dict[str, tuple[Series | None, Series | None]] = field(default_factory=dict)  # variant -> (base, head)
+    rankings: dict[str, tuple[Run | None, Run | None]] = field(default_factory=dict)  # changed retriever's runs
+    dataset: Dataset | None = None  # texts for the page (the working tree's prepared dataset), if present
+    qrels: Qrels | None = None  # the test judgments (working tree), if present
 
     @property
     def head_name(self) -> str:
@@ -209,4 +221,34 @@ def gather(base: str, head: str | None, paths: ReportPaths, variants: list[str],
     for variant in variants:
         path = f"{paths.dvclive}/{variant}/{LOSS_TSV}"
         g.losses[variant] = (_loss(read_at(path, base, repo)), _loss(read_at(path, head, repo)))
+    _page_inputs(g, repo)
     return g
+
+
+def _run(text: str | None, source: str) -> Run | None:
+    if text is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:  # read_run checks every line of a file
+        path = Path(tmp) / Path(source).name
+        path.write_text(text, encoding="utf-8")
+        try:
+            return read_run(path)
+        except InputError as exc:
+            raise InputError(str(exc).replace(str(path), source)) from None
+
+
+def _page_inputs(g: Gathered, repo: str) -> None:
+    """The comparison page's rankings (each changed retriever's run at both revisions) and, from the
+    working tree, the texts and judgments."""
+    paths = g.paths
+    if paths.runs is not None:
+        for r in g.changed:
+            path = f"{paths.runs}/{r.name}.trec"
+            g.rankings[r.name] = tuple(_run(read_at(path, rev, repo), f"{rev or 'workspace'}:{path}")
+                                       for rev in (g.base, g.head))
+    prepared = Path(repo) / paths.prepared if paths.prepared else None
+    if prepared is not None and (prepared / "queries.jsonl").exists():
+        g.dataset = load_dataset(prepared, [])
+        qrels = Path(repo) / paths.qrels if paths.qrels else None
+        if qrels is not None and qrels.exists():
+            g.qrels = read_qrels(qrels, g.dataset.queries, g.dataset.corpus)

@@ -18,8 +18,12 @@ from ..comparison import (
     rough_tail_note,
     row_cells,
     rule_sentence,
+    strata_flags,
 )
 from ..core.atomic import atomic_path
+from ..core.params import Params
+from ..page import Gate, Page, RunData, Summary, build_page, diagnosed_classes, summary_row
+from ..tokenizer import Tokenizer
 from .gather import Gathered, Retriever, Series
 from .judge import LOSS_CLASSES, Judged, Judgement, number_text
 
@@ -231,3 +235,59 @@ def markdown(g: Gathered, j: Judgement, dataset: str, pngs: list[str], top: int,
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in pngs]
     lines += metrics_diff_section(g)
     return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- the comparison page
+
+
+def _plain(line: str) -> str:
+    return line.replace("**", "")
+
+
+def gate_of(g: Gathered, j: Judgement) -> Gate:
+    """The gate's decision (the report's first line) and every reason behind it."""
+    decision = _plain(verdict_line(len(g.changed), len(g.retrievers), j.regressions, j.worse, j.better,
+                                   j.tolerance, j.blind))
+    reasons = [f"regression: {name} {m} {difference_text(row)} {interval_text(row)}, whole interval below "
+               f"{_below(j.tolerance)}" for name, m, row in j.regressions]
+    reasons += [f"cannot judge {name}: {why}" for name, why in j.blind]
+    reasons.append(f"The gate (--fail-on-regression, tolerance {j.tolerance:g}) fails when a key measure's whole "
+                   f"interval lies below {_below(j.tolerance)}, and when a retriever cannot be judged.")
+    return Gate(decision, tuple(reasons))
+
+
+def report_page(g: Gathered, j: Judgement, params: Params) -> Page:
+    """Each changed retriever at base against itself at head: the gate, the key measures' and the strata's
+    comparisons, and query by query the values, the head's failure classes and, where both revisions'
+    run files can be read, the rankings."""
+    rows = [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", "all", m, row, "head", "base")
+            for n, m, row in j.judged]
+    rows += [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", s, j.measure, row, "head", "base")
+             for n, s, row in j.strata]
+    notes = [n.strip() for n in rough_tail_note([row for *_, row in j.judged], j.family)]
+    if j.strata_family is not None:
+        notes.append("Seen/unseen rows (shown, not gated): " + rule_sentence(j.strata_family, "stratum comparisons"))
+    missing = [r.name for r in g.changed if None in g.rankings.get(r.name, (None, None))]
+    if missing:
+        notes.append(f"No run file at one of the revisions for {', '.join(missing)}: values without rankings.")
+    summary = Summary(f"{g.head_name} against {g.base}: the key measures of every changed retriever",
+                      tuple(rows), rule_sentence(j.family, "comparisons"), tuple(notes), gate_of(g, j))
+    runs, pairs, strata = [], [], None
+    for r in g.changed:
+        base_run, head_run = g.rankings.get(r.name, (None, None))
+        diagnosis = g.diagnoses.get(r.name)
+        names = (f"{r.name} @ {g.base}", f"{r.name} @ {g.head_name}")
+        runs.append(RunData(names[0], base_run or {}, {q: e["measures"] for q, e in r.base.items()}))
+        runs.append(RunData(names[1], head_run or {}, {q: e["measures"] for q, e in r.head.items()},
+                            None if diagnosis is None else diagnosed_classes(diagnosis, f"{r.name} diagnosis.json")))
+        pairs.append(names)
+        strata = strata or strata_flags(r.head)
+    data, fields = g.dataset, params.retrieve.fields
+    tokenizer = Tokenizer(params.tokenizer) if data is not None else None
+    return build_page(f"Retrieval report: {g.head_name} against {g.base} ({params.dataset})", summary, runs, pairs,
+                      {q: x.text for q, x in data.queries.items()} if data else None, g.qrels,
+                      (lambda d: data.corpus[d].content(fields) if d in data.corpus else "") if data else None,
+                      strata, tokenizer, judged_k=params.evaluate.diagnose_k,
+                      note=(f"Per-query values from {g.paths.reports}/<retriever>/per_query.json at both revisions; "
+                            f"classes from the head's diagnosis.json; texts and judgments from the working tree."),
+                      measure=j.measure)

@@ -1,0 +1,112 @@
+"""The comparison page's data (no browser: ``test_page_browser.py`` opens the pages)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from command_runner import run_command
+
+from retrieval_lab.core.params import TokenizerParams
+from retrieval_lab.page import IN_TOP_K, RunData, Summary, build_page, rbo, render, script_json
+from retrieval_lab.tokenizer import Tokenizer
+
+
+def rbo_by_sets(a: list[str], b: list[str], p: float) -> float:
+    """Webber et al.'s eq. 32 read literally: agreement at d is |A[:d] & B[:d]| / d (equal lengths)."""
+    k = len(a)
+    agree = [len(set(a[:d]) & set(b[:d])) / d for d in range(1, k + 1)]
+    return agree[-1] * p ** k + (1 - p) / p * sum(x * p ** d for d, x in enumerate(agree, start=1))
+
+
+def test_rbo_hand_worked_values():
+    assert rbo(list("abc"), list("abc")) == pytest.approx(1.0)
+    assert rbo(list("abc"), list("xyz")) == 0.0
+    # swapped pair: d=1 shares nothing, d=2 shares both: 0.81 + (0.1/0.9) * 0.81 = 0.9
+    assert rbo(["a", "b"], ["b", "a"]) == pytest.approx(0.9)
+    # a b c / a c b: agreements 1, 1/2, 1 -> 0.729 + (0.1/0.9) * (0.9 + 0.405 + 0.729) = 0.955
+    assert rbo(list("abc"), list("acb")) == pytest.approx(0.955)
+    assert rbo([], []) == 1.0 and rbo(["a"], []) == 0.0
+    assert rbo(list("abcd"), list("ab")) == pytest.approx(1.0)  # cut to the shorter ranking
+
+
+def test_rbo_equals_the_set_formula_on_random_rankings():
+    rng = random.Random(3)
+    for _ in range(50):
+        docs = [f"d{i}" for i in range(30)]
+        a, b = rng.sample(docs, 12), rng.sample(docs, 12)
+        assert rbo(a, b, 0.8) == pytest.approx(rbo_by_sets(a, b, 0.8), abs=1e-12)
+
+
+def test_script_json_cannot_end_its_block_and_reads_back():
+    obj = {"t": "</script><!-- & <img src=x onerror=alert(1)> \u2028"}
+    text = script_json(obj)
+    assert not any(c in text for c in "<>&") and "\u2028" not in text
+    assert json.loads(text) == obj
+
+
+def _page():
+    qrels = {"q1": {"d1": 2, "d2": 0, "d9": 1}, "q2": {"d3": 1}}
+    run_a = {"q1": {"d1": 3.0, "d2": 2.0, "d4": 1.0}, "q2": {"d4": 2.0, "d5": 1.0, "d3": 0.5}}
+    run_b = {"q1": {"d4": 3.0, "d1": 2.0}, "q2": {"d3": 1.0}}
+    texts = {"d1": "Connection refused", "d2": "connect the dots", "d3": "disk full", "d4": "other",
+             "d5": "x", "d9": "a connecting flight"}
+    runs = [RunData("a", run_a, {"q1": {"RR": 1.0}, "q2": {"RR": 1 / 3}}, {}),
+            RunData("b", run_b, {"q1": {"RR": 0.5}, "q2": {"RR": 1.0}}, {"q1": "late_rank"})]
+    return build_page("t", Summary("h", (), "r"), runs, [("a", "b")], {"q1": "connecting", "q2": "the disks"},
+                      qrels, texts.get, {"q1": True, "q2": False}, Tokenizer(TokenizerParams()), depth=2,
+                      judged_k=2)
+
+
+def test_the_page_data_of_a_hand_made_pair():
+    page = _page()
+    data = page.to_json()
+    docs = data["docs"]["id"]
+    assert len(docs) == len(set(docs))  # each document stored once
+    rankings = [[[docs[i] for i in q] for q in run] for run in data["rankings"]]
+    assert rankings == [[["d1", "d2"], ["d4", "d5"]], [["d4", "d1"], ["d3"]]]  # cut to depth 2
+    assert data["depth"] == 2
+    assert [[docs[d], g] for d, g in data["qrels"][0]] == [["d1", 2], ["d9", 1], ["d2", 0]]
+    # ranks of q1's judged documents in the whole run (graded order: d1, d9, d2), not only the stored depth
+    assert data["positive_ranks"][0] == [[1, None, 2], [3]]
+    assert data["positive_ranks"][1] == [[2, None, None], [1]]
+    assert data["judged"] == [[1.0, 0.0], [0.5, 0.5]]  # share of the top 2 with a judgment
+    assert data["values"] == [{"RR": [1.0, 1 / 3]}, {"RR": [0.5, 1.0]}]
+    assert data["classes"] == [[IN_TOP_K, IN_TOP_K], ["late_rank", IN_TOP_K]]
+    assert data["queries"]["stratum"] == ["seen", "unseen"]
+    assert data["rbo"][0] == [pytest.approx(rbo(["d1", "d2", "d4"], ["d4", "d1"])),
+                              pytest.approx(rbo(["d4", "d5", "d3"], ["d3"]))]
+    # stemmed matches of the query's words, stopwords left out
+    assert data["queries"]["terms"] == [["connect", "connecting", "connection"], ["disk", "disks"]]
+    assert data["measures"] == ["RR"]
+
+
+def test_the_html_holds_its_script_by_hash_and_requests_nothing():
+    html = render(_page())
+    csp = html.split('http-equiv="Content-Security-Policy" content="')[1].split('"')[0]
+    assert csp.startswith("default-src 'none'; script-src 'sha256-")
+    assert "http://" not in html and "https://" not in html and " src=" not in html
+
+
+def test_compare_html_needs_its_inputs_and_writes_nothing_without_them(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = run_command("compare", ["--reports-root", str(tmp_path), "--output", f"{out}.json",
+                                   "--markdown", f"{out}.md", "--html", f"{out}.html", "--dataset", str(tmp_path)])
+    assert code == 2 and "--html needs --runs-root, --qrels" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_page_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, capsys):
+    run = tmp_path / "a.trec"
+    run.write_text("q1 Q0 d1 1 1.0 x\n")
+    out = tmp_path / "page.html"
+    assert run_command("page", [str(run), str(run), "--output", str(out), "--depth", "0"]) == 2
+    assert "field '--depth': expected a depth >= 1, got 0" in capsys.readouterr().err
+    assert run_command("page", [str(run), str(run), "--output", str(run)]) == 2
+    assert "an output never replaces an input" in capsys.readouterr().err
+    bad = tmp_path / "bad.trec"
+    bad.write_text("q1 Q0 d1 1 nan x\n")
+    assert run_command("page", [str(run), str(bad), "--output", str(out)]) == 2
+    assert "bad.trec:1 field 'score'" in capsys.readouterr().err
+    assert not out.exists() and run.read_text() == "q1 Q0 d1 1 1.0 x\n"
