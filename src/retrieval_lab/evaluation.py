@@ -12,6 +12,11 @@ File names: ``report_files`` (shared with ``compare`` and ``report``).
 ``reports/first_positive_hist.csv``   bucket,queries: how many queries have their first positive in each rank band
 ``reports/diagnosis.json|.md``    failure classes of queries without a positive in the top diagnose_k
 
+With a timing (``retrieve --timing``: ``reports/<run>/timing.json``), the metrics JSON also holds
+``latency``: p50/p95/p99 and mean milliseconds, queries per second, the concurrency, what a query's
+time covers and the machine, as measured when the run was made (latency.py). Never a measure:
+nothing judges or gates it unless asked.
+
 ``depth`` is the larger of ``retrieve.depth`` and the longest ranking in the run.
 
 Strata: a judged query is *seen* when one of its relevant documents is a positive of a
@@ -33,6 +38,7 @@ from .core.data import Qrels, empty_documents_note, load_dataset, positives, rea
 from .core.errors import InputError
 from .core.params import Params
 from .diagnosis import diagnose, to_markdown
+from .latency import read_summary
 from .runs import check_documents, read_run
 
 
@@ -111,7 +117,7 @@ def _load(dataset: str | Path, split: str, qrels_path: str | Path | None):
 
 def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metrics_path: str | Path,
                    reports: str | Path, params: Params, log: Callable[[str], None] = print,
-                   qrels_path: str | Path | None = None) -> dict:
+                   qrels_path: str | Path | None = None, timing_path: str | Path | None = None) -> dict:
     """Evaluate ``run_path`` on ``dataset``'s ``split`` (its qrels from ``qrels_path`` when given: the
     held-out test qrels live outside the prepared folder); write metrics and reports; return the metrics.
 
@@ -121,6 +127,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
 
     cfg = params.evaluate
     tokenizer = Tokenizer(params.tokenizer)  # fails on bad params before any work
+    latency = read_summary(timing_path) if timing_path is not None else None
     data, qrels, source = _load(dataset, split, qrels_path)
     run = read_run(run_path)
     check_overlap(qrels, run, run_path, source)
@@ -157,6 +164,8 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
         "failures_diagnosed": diagnosis["summary"]["diagnosed"],
         **strata_means(qrels, run, train, measures),
     }
+    if latency is not None:  # last: every other key keeps its bytes
+        out["latency"] = latency
 
     # everything computed before the first file is written: a failure leaves no mix of old and new files
     reports = Path(reports)

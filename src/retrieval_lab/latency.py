@@ -120,3 +120,39 @@ def difference(baseline: dict, candidate: dict) -> dict:
 
 def same_machine(a: dict, b: dict) -> bool:
     return a.get("machine") == b.get("machine")
+
+
+@dataclass(frozen=True)
+class LatencyRow:
+    """Two retrievers' latency side by side (or one retriever at two revisions); shown, never judged."""
+
+    baseline: str
+    candidate: str
+    baseline_summary: dict
+    candidate_summary: dict
+
+    def to_json(self) -> dict:
+        pick = lambda s: {k: s[k] for k in SUMMARY}  # noqa: E731
+        return {"baseline": pick(self.baseline_summary), "candidate": pick(self.candidate_summary),
+                "difference": difference(self.baseline_summary, self.candidate_summary),
+                "same_machine": same_machine(self.baseline_summary, self.candidate_summary)}
+
+
+def markdown_rows(rows: list[LatencyRow], what: str = "baseline → candidate") -> list[str]:
+    """The latency table of ``compare`` and ``report``: p50/p95/p99 and QPS, each with its difference."""
+    if not rows:
+        return []
+    lines = ["", f"## Latency ({what}; measured when each run was made, not judged)", "",
+             "Per-query wall time in ms and queries per second at each run's concurrency; difference = "
+             "candidate - baseline (a positive ms difference: the candidate is slower). Times from two "
+             "machines are marked: they compare machines as much as retrievers.", "",
+             "| baseline | candidate | p50 ms | p95 ms | p99 ms | QPS | concurrency | same machine |",
+             "|---|---|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        a, b, d = r.baseline_summary, r.candidate_summary, difference(r.baseline_summary, r.candidate_summary)
+        cells = [f"{a[k]:.2f} → {b[k]:.2f} ({d[k]:+.2f})" for k in ("p50_ms", "p95_ms", "p99_ms")]
+        cells.append(f"{a['qps']:.1f} → {b['qps']:.1f} ({d['qps']:+.1f})")
+        same = "yes" if same_machine(a, b) else "**no**"
+        lines.append(f"| {r.baseline} | {r.candidate} | {' | '.join(cells)} | {a['concurrency']} → "
+                     f"{b['concurrency']} | {same} |")
+    return lines

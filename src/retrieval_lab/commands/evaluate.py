@@ -17,6 +17,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="TREC run file")
     parser.add_argument("--metrics", required=True, help="metrics JSON to write")
     parser.add_argument("--reports", required=True, help="folder for per_query.json, curves and diagnosis")
+    parser.add_argument("--timing", help="the run's timing.json (retrieve --timing): its latency summary is "
+                        "carried into the metrics JSON")
     add_params_args(parser)
 
 
@@ -25,11 +27,12 @@ def run(args: argparse.Namespace) -> int:
     from ..report_files import EVALUATE
 
     params = params_of(args)
-    check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels},
+    check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels, "--timing": args.timing},
                 files={"--metrics": args.metrics}, into={"--reports": args.reports},
                 written={"--reports": EVALUATE})
     out = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params,
-                         log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels)
+                         log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels,
+                         timing_path=args.timing)
     shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)
     print(f"evaluate {args.run} on {args.split}: {out['queries_evaluated']} queries; {shown}")
     for key, n in out.items():
@@ -41,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
         main = params.evaluate.measures[0] if "nDCG@10" not in out else "nDCG@10"
         print("  strata: " + "; ".join(f"{name} ({out[name]['queries']} queries) {main} {out[name][main]:.4f}"
                                        for name in ("seen", "unseen")))
+    if "latency" in out:
+        lat = out["latency"]
+        print(f"  latency: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms, "
+              f"{lat['qps']:.1f} queries/s at concurrency {lat['concurrency']} (measured {lat['measured_at']})")
     if out["judged_warning"]:
         print(f"WARNING: Judged below {params.evaluate.judged_threshold}: many top documents are unjudged, "
               "so the measures are lower bounds")

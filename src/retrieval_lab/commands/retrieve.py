@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         if note:
             print(f"retrieve {args.retriever}: {note}")
     if args.retriever == "external":
-        return _external(args, params, dataset, depth, start)
+        return _external(args, cls, params, dataset, depth, start)
     retriever = cls.from_inputs(params, dataset=dataset, embeddings=args.embeddings)
     queries = _queries(args, dataset, retriever)
     result = retriever.search(queries, depth)
@@ -122,14 +122,12 @@ def _print_latency(name: str, timing) -> None:
           f"{timing.machine.get('cpu_count')} CPUs, {timing.machine.get('cpu')})")
 
 
-def _external(args, params, dataset, depth: int, start: float) -> int:
-    """The user's retriever: every query called, failures and odd answers counted, the run written only within
-    ``max_failed``."""
+def _external(args, cls, params, dataset, depth: int, start: float) -> int:
+    """The user's retriever (``cls``: retrievers/external.py, through the registry): every query called, failures
+    and odd answers counted, the run written only within ``max_failed``."""
     import time
 
-    from ..retrievers.external import ExternalRetriever
-
-    retriever = ExternalRetriever.from_inputs(params, dataset=dataset, external=args.external,
+    retriever = cls.from_inputs(params, dataset=dataset, external=args.external,
                                               depth=depth if args.depth is not None else None)
     queries = _queries(args, dataset, retriever)
     collected = retriever.collect(queries)
