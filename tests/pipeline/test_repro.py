@@ -68,8 +68,16 @@ def test_repro_builds_every_stage_and_metric(built):
     for name in RETRIEVERS:
         metrics = json.loads((built / "metrics" / DATASET / f"{name}.json").read_text())
         assert 0.0 < metrics["nDCG@10"] <= 1.0 and metrics["queries_evaluated"] == 70, (name, metrics)
+    for name in RETRIEVERS:  # latency beside quality: every retrieve stage timed its run (fusion reads two runs)
+        latency = json.loads((built / "metrics" / DATASET / f"{name}.json").read_text()).get("latency")
+        if name.startswith("fused-"):
+            assert latency is None, name
+            continue
+        assert latency["queries"] > 0 and 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"], name
+        assert latency["concurrency"] == 1 and latency["machine"]["cpu_count"] >= 1, name
     compare = json.loads((built / "metrics" / DATASET / "compare.json").read_text())
     assert COMPARED_PAIR in compare["pairs"]
+    assert COMPARED_PAIR in compare["latency"]  # both runs timed: their latency rows beside the judged ones
     audit = json.loads((built / MINED_HARD / "mining-audit.json").read_text())
     assert audit["passed"] and audit["checks"]["no_annotated_positive"]
     assert audit["checks"]["false_negative_fraction"] == 0.0
