@@ -44,6 +44,19 @@ def ids_only(texts, k):
 def wrong(text):
     return []
 
+import threading
+ACTIVE, PEAK, GUARD = [0], [0], threading.Lock()
+
+def with_ids(texts, k, ids):
+    """Answers each query with the document of its own id's number; records how many calls overlap."""
+    with GUARD:
+        ACTIVE[0] += 1
+        PEAK[0] = max(PEAK[0], ACTIVE[0])
+    time.sleep(0.1)
+    with GUARD:
+        ACTIVE[0] -= 1
+    return [[f"d{qid[1:]}"] for qid in ids]
+
 SLOW = set()
 '''
 
@@ -85,6 +98,19 @@ def test_a_callable_ranks_every_query_in_its_own_order_and_is_timed(tmp_path, ca
     assert s["p50_ms"] == pytest.approx((ms[1] + ms[2]) / 2) and s["p99_ms"] <= ms[-1]
     assert s["qps"] == pytest.approx(4 / t["wall_s"])
     assert "batch of up to 2" in s["scope"]
+
+
+def test_ids_reach_a_function_that_takes_them_and_concurrency_is_bounded(tmp_path, capsys):
+    import sys
+
+    beir, params = _setup(tmp_path, {"ids": {"path": str(tmp_path / "my_search"), "callable": "my_search_mod:with_ids",
+                                             "concurrency": 2}})
+    code, out, timing = _retrieve(tmp_path, beir, params, "ids")
+    assert code == 0, capsys.readouterr().err
+    assert read_run(out) == {f"q{i}": {f"d{i}": 1.0} for i in range(1, 5)}
+    assert sys.modules["my_search_mod"].PEAK[0] == 2  # four calls, never more than two at once
+    seconds = json.loads(timing.read_text())
+    assert seconds["wall_s"] < sum(seconds["seconds"].values())  # they did overlap
 
 
 def test_ids_only_answers_are_scored_by_rank_and_unknown_ids_are_counted(tmp_path, capsys):

@@ -127,16 +127,14 @@ class _CallableBackend:
             signature = inspect.signature(fn)
         except (TypeError, ValueError):
             signature = None
+        self.takes_ids = signature is not None and ("ids" in signature.parameters or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()))
         if signature is not None:
             try:
-                signature.bind(["query"], 1)
+                signature.bind(["query"], 1, **({"ids": ["q"]} if self.takes_ids else {}))
             except TypeError:
                 raise InputError(f"{spec.callable}{signature} cannot be called as function(texts, k)",
                                  field=field) from None
-            self.takes_ids = "ids" in signature.parameters or any(
-                p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
-        else:
-            self.takes_ids = False
         self.fn, self.spec, self.name = fn, spec, name
 
     def call(self, texts: list[str], ids: list[str], k: int) -> list:
