@@ -155,6 +155,16 @@ def test_a_bad_callable_is_one_line_naming_the_retriever_and_field(tmp_path, cap
     assert not out.exists() and not timing.exists()
 
 
+def test_a_run_of_no_answered_query_is_refused_whatever_the_limit(tmp_path, capsys):
+    failing = MODULE + "\ndef broken(texts, k):\n    raise RuntimeError('index not loaded')\n"
+    beir, params = _setup(tmp_path, {"all": {"path": str(tmp_path / "my_search"), "callable": "my_search_mod:broken",
+                                             "max_failed": 1.0}}, failing)
+    code, out, timing = _retrieve(tmp_path, beir, params, "all")
+    err = capsys.readouterr().err
+    assert code == 2 and "no query was answered (4 failed): q1: raised RuntimeError: index not loaded" in err
+    assert not out.exists() and not timing.exists()
+
+
 def test_a_missing_path_is_named(tmp_path, capsys):
     beir, params = _setup(tmp_path, {"bad": {"path": str(tmp_path / "nowhere"), "callable": "m:f"}})
     code, out, _ = _retrieve(tmp_path, beir, params, "bad")

@@ -431,6 +431,10 @@ class ExternalRetriever:
 
     def check(self, collected: Collected) -> None:
         """Refuse a run whose failed share exceeds ``max_failed`` (one line, the first failures named)."""
+        if not collected.run and collected.failed:  # a run of no query would pass for a measured one
+            first = "; ".join(f"{q}: {why}" for q, why in sorted(collected.failed.items())[:3])
+            raise InputError(f"no query was answered ({len(collected.failed)} failed): {first}; no run written",
+                             field=self._field("max_failed"))
         if collected.failed_share <= self.spec.max_failed:
             return
         first = "; ".join(f"{q}: {why}" for q, why in sorted(collected.failed.items())[:3])
