@@ -21,8 +21,8 @@ import numpy as np
 from . import stats
 from .core.data import require_file
 from .core.errors import InputError
-from .metrics import coverage_counts, coverage_sentence, measure_run, parse_measure
 from .latency import LatencyRow, markdown_rows, read_summary
+from .metrics import coverage_counts, coverage_sentence, measure_run, parse_measure
 from .report_files import PER_QUERY, TIMING
 
 ALL = "all"  # the stratum label of a comparison over every shared query

@@ -132,7 +132,7 @@ class LatencyRow:
     candidate_summary: dict
 
     def to_json(self) -> dict:
-        pick = lambda s: {k: s[k] for k in SUMMARY}  # noqa: E731
+        pick = lambda s: {k: s[k] for k in SUMMARY}
         return {"baseline": pick(self.baseline_summary), "candidate": pick(self.candidate_summary),
                 "difference": difference(self.baseline_summary, self.candidate_summary),
                 "same_machine": same_machine(self.baseline_summary, self.candidate_summary)}
@@ -143,9 +143,9 @@ def markdown_rows(rows: list[LatencyRow], what: str = "baseline → candidate") 
     if not rows:
         return []
     lines = ["", f"## Latency ({what}; measured when each run was made, not judged)", "",
-             "Per-query wall time in ms and queries per second at each run's concurrency; difference = "
-             "candidate - baseline (a positive ms difference: the candidate is slower). Times from two "
-             "machines are marked: they compare machines as much as retrievers.", "",
+             ("Per-query wall time in ms and queries per second at each run's concurrency; difference = "
+              "candidate - baseline (a positive ms difference: the candidate is slower). Times from two "
+              "machines are marked: they compare machines as much as retrievers."), "",
              "| baseline | candidate | p50 ms | p95 ms | p99 ms | QPS | concurrency | same machine |",
              "|---|---|---:|---:|---:|---:|---|---|"]
     for r in rows:

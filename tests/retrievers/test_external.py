@@ -180,7 +180,7 @@ def serve(answer):
     """An HTTP server on 127.0.0.1 (a free port) whose POST handler is ``answer(handler, request)``; every
     request's path and Authorization header are recorded in ``server.seen``."""
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802  (http.server's name)
+        def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             self.server.seen.append((self.path, self.headers.get("Authorization")))
             answer(self, json.loads(body) if body else None)

@@ -54,12 +54,10 @@ def export(db_path: str | Path, queries_tsv: str | Path, out: str | Path) -> Non
     with sqlite3.connect(db_path) as con:
         recipes = con.execute("SELECT slug, title, ingredients, instructions FROM recipes ORDER BY id").fetchall()
     with open(out / "corpus.jsonl", "w", encoding="utf-8") as fh:
-        for slug, title, ingredients, instructions in recipes:
-            fh.write(json.dumps({"_id": slug, "title": title, "text": f"Ingredients: {ingredients}. {instructions}"})
-                     + "\n")
+        fh.writelines(json.dumps({"_id": slug, "title": title, "text": f"Ingredients: {ingredients}. {instructions}"})
+                      + "\n" for slug, title, ingredients, instructions in recipes)
     with open(out / "queries.jsonl", "w", encoding="utf-8") as fh:
-        for q in rows(queries_tsv):
-            fh.write(json.dumps({"_id": q["id"], "text": q["text"]}) + "\n")
+        fh.writelines(json.dumps({"_id": q["id"], "text": q["text"]}) + "\n" for q in rows(queries_tsv))
     (out / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n", encoding="utf-8")
 
 

@@ -26,11 +26,11 @@ from __future__ import annotations
 import http.client
 import importlib
 import inspect
+import itertools
 import json
 import math
 import os
 import queue
-import socket
 import sys
 import threading
 import time
@@ -188,7 +188,7 @@ class _HttpBackend:
                 conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body, headers)
                 response = conn.getresponse()
                 data = response.read()
-            except (socket.timeout, TimeoutError):
+            except TimeoutError:
                 raise _CallFailed(f"timed out after {self.spec.timeout:g} s", retry=True) from None
             except (OSError, http.client.HTTPException) as exc:
                 raise _CallFailed(f"connection failed ({type(exc).__name__}: {_one_line(exc)})", retry=True) from None
@@ -306,7 +306,7 @@ def _ranked_docs(hits: list[tuple[str, float | None]], k: int, corpus: Container
     scores = [s for _, s in kept]
     tally.non_finite += sum(s is not None and not math.isfinite(s) for s in scores)
     usable = all(s is not None and math.isfinite(s) for s in scores) and all(
-        a >= b for a, b in zip(scores, scores[1:]))
+        a >= b for a, b in itertools.pairwise(scores))
     if not usable:
         tally.scored_by_rank += bool(kept)
         scores = [float(len(kept) - i) for i in range(len(kept))]

@@ -24,14 +24,14 @@ def config() -> dict:
     return json.loads((HERE / "retriever.json").read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _encoder():
     from retrieval_lab.encoder import load
 
     return load("builtin", "cpu")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _index(name: str):
     return faiss.read_index(str(HERE / config()["indexes"][name]["file"]))
 
