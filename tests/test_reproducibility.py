@@ -39,3 +39,20 @@ def test_a_file_or_measure_on_one_side_only_is_named(tmp_path):
     produced = _folder(tmp_path / "b", {"dense": {"nDCG@10": 0.7}})
     problems, _ = drift(committed, produced)
     assert problems == ["dense.json R@10: only in one of the two", f"lsa.json: only in {committed}"]
+
+
+def test_wall_times_are_left_out_and_nothing_else():
+    from retrieval_lab.reproducibility import carries_latency, without_latency
+
+    a = b'{\n  "nDCG@10": 0.5,\n  "latency": {"p50_ms": 1.0}\n}\n'
+    b = b'{\n  "nDCG@10": 0.5,\n  "latency": {"p50_ms": 2.0}\n}\n'
+    c = b'{\n  "nDCG@10": 0.6,\n  "latency": {"p50_ms": 1.0}\n}\n'
+    path = "metrics/support/bm25.json"
+    assert carries_latency(path) and without_latency(path, a) == without_latency(path, b) != without_latency(path, c)
+    md = "# Paired comparison\n\n| a | b |\n\n## Latency (baseline → candidate)\n| 1.0 |\n"
+    other = md.replace("| 1.0 |", "| 2.0 |")
+    assert without_latency("reports/support/compare.md", md.encode()) == \
+        without_latency("reports/support/compare.md", other.encode()) == b"# Paired comparison\n\n| a | b |\n"
+    assert without_latency("reports/support/bm25/timing.json", b"{}") is None
+    assert not carries_latency("runs/support/bm25.trec") and not carries_latency("reports/support/bm25/per_query.json")
+    assert without_latency("runs/support/bm25.trec", b"q1 Q0 d1 1 2.0 bm25\n") == b"q1 Q0 d1 1 2.0 bm25\n"

@@ -246,3 +246,17 @@ def test_bad_inputs_are_errors():
         stats.paired_comparison([1.0], [2.0], family_level=1.0)
     with pytest.raises(ValueError, match="family_size"):
         stats.paired_comparison([1.0], [2.0], family_size=0)
+
+
+def test_mean_interval_of_a_run_is_the_normal_interval_for_many_queries_and_exact_for_a_constant():
+    from statistics import NormalDist
+
+    from retrieval_lab.stats import mean_interval
+
+    assert mean_interval([0.5] * 20) == (0.5, 0.5, 0.5)
+    values = np.random.default_rng(1).binomial(1, 0.7, size=400).astype(float)  # 0/1 like RR@1
+    mean, low, high = mean_interval(values, 0.95, 20000, seed=3)
+    half = NormalDist().inv_cdf(0.975) * values.std(ddof=1) / np.sqrt(values.size)  # independent: normal theory
+    assert mean == values.mean() and low < mean < high
+    assert low == pytest.approx(mean - half, abs=0.006) and high == pytest.approx(mean + half, abs=0.006)
+    assert mean_interval(values, 0.95, 2000, seed=3) == mean_interval(values, 0.95, 2000, seed=3)

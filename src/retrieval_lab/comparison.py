@@ -21,8 +21,9 @@ import numpy as np
 from . import stats
 from .core.data import require_file
 from .core.errors import InputError
+from .latency import LatencyRow, markdown_rows, read_summary
 from .metrics import Coverage, measure_run, parse_measure
-from .report_files import PER_QUERY
+from .report_files import PER_QUERY, TIMING
 
 ALL = "all"  # the stratum label of a comparison over every shared query
 
@@ -130,6 +131,7 @@ class Comparisons:
     measure: str
     family: Family
     rows: tuple[PairComparison, ...]  # family order: each pair's overall row, then its strata
+    latency: tuple[LatencyRow, ...] = ()  # pairs whose runs both have a timing.json: shown, not judged
 
     def to_json(self) -> dict:
         pairs: dict[str, dict] = {}
@@ -138,7 +140,10 @@ class Comparisons:
                 pairs[r.key] = {"baseline": r.baseline, "candidate": r.candidate, **r.row.to_json()}
             else:
                 pairs[r.key].setdefault("strata", {})[r.stratum] = r.row.to_json()
-        return {"measure": self.measure, **self.family.to_json(), "pairs": pairs}
+        out = {"measure": self.measure, **self.family.to_json(), "pairs": pairs}
+        if self.latency:  # added last, and only when measured: the other keys keep their bytes
+            out["latency"] = {f"{r.baseline} vs {r.candidate}": r.to_json() for r in self.latency}
+        return out
 
     @classmethod
     def from_json(cls, obj: dict) -> Comparisons:
@@ -282,7 +287,9 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
         if row is None:
             raise InputError(f"{a} and {b} share no evaluated query", str(root), field=f"compare.pairs[{i}]")
         out.append(PairComparison(a, b, stratum, row))
-    return Comparisons(measure, family_of(rows, family_level, permutations, seed), tuple(out))
+    timings = {name: read_summary(root / name / TIMING) for name in cache if (root / name / TIMING).exists()}
+    latency = tuple(LatencyRow(a, b, timings[a], timings[b]) for a, b in pairs if a in timings and b in timings)
+    return Comparisons(measure, family_of(rows, family_level, permutations, seed), tuple(out), latency)
 
 
 def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, float]:
@@ -400,6 +407,7 @@ def to_markdown(result: Comparisons) -> str:
             lines.append(f"\nNote: {r.row.queries_only_in_one} queries were evaluated for only one of "
                          f"{r.baseline} and {r.candidate} and are left out of that pair.")
     lines += rough_tail_note([r.row for r in result.rows], result.family)
+    lines += markdown_rows(list(result.latency))
     return "\n".join(lines) + "\n"
 
 

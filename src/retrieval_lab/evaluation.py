@@ -12,6 +12,11 @@ File names: ``report_files`` (shared with ``compare`` and ``report``).
 ``reports/first_positive_hist.csv``   bucket,queries: how many queries have their first positive in each rank band
 ``reports/diagnosis.json|.md``    failure classes of queries without a positive in the top diagnose_k
 
+With a timing (``retrieve --timing``: ``reports/<run>/timing.json``), the metrics JSON also holds
+``latency``: p50/p95/p99 and mean milliseconds, queries per second, the concurrency, what a query's
+time covers and the machine, as measured when the run was made (latency.py). Never a measure:
+nothing judges or gates it unless asked.
+
 ``depth`` is the larger of ``retrieve.depth`` and the longest ranking in the run.
 
 Strata: a judged query is *seen* when one of its relevant documents is a positive of a
@@ -39,6 +44,7 @@ from .core.data import Doc, Qrels, Query, empty_documents_note, load_dataset, po
 from .core.errors import InputError
 from .core.params import Params
 from .diagnosis import Diagnosis, diagnose
+from .latency import read_summary
 from .runs import Run, check_documents, read_run
 
 
@@ -199,6 +205,7 @@ class StageResult:
     judged_threshold: float
     diagnosis: Diagnosis
     only_relevant_judged: bool  # the qrels judge no document below relevance 1: Judged@k is low by design
+    latency: dict | None = None  # the run's timing summary (latency.read_summary), as retrieve measured it
 
     @property
     def judged_warning(self) -> bool:
@@ -220,6 +227,7 @@ class StageResult:
             "judged_warning": self.judged_warning,
             "failures_diagnosed": len(self.diagnosis.failures),
             **(ev.strata.to_json() if ev.strata is not None else {"strata_note": NO_TRAINING_SPLIT}),
+            **({"latency": self.latency} if self.latency is not None else {}),  # last: other keys keep their bytes
         }
 
 
@@ -239,7 +247,7 @@ def _load(dataset: str | Path, split: str, qrels_path: str | Path | None):
 
 def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metrics_path: str | Path,
                    reports: str | Path, params: Params, log: Callable[[str], None] = print,
-                   qrels_path: str | Path | None = None) -> StageResult:
+                   qrels_path: str | Path | None = None, timing_path: str | Path | None = None) -> StageResult:
     """Evaluate ``run_path`` on ``dataset``'s ``split`` (its qrels from ``qrels_path`` when given: the
     held-out test qrels live outside the prepared folder); write metrics and reports.
 
@@ -250,6 +258,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
 
     cfg = params.evaluate
     Tokenizer(params.tokenizer)  # fails on bad params before any work
+    latency = read_summary(timing_path) if timing_path is not None else None
     data, qrels, source = _load(dataset, split, qrels_path)
     run = read_run(run_path)
     check_overlap(qrels, run, run_path, source)
@@ -260,7 +269,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     depth = max([params.retrieve.depth] + [len(docs) for docs in run.values()])
     result = StageResult(split, evaluation, depth, tuple(judged), cfg.judged_threshold,
                          diagnose_run(qrels, run, data.queries, data.corpus, cfg.diagnose_k, params),
-                         all(r >= 1 for labels in qrels.values() for r in labels.values()))
+                         all(r >= 1 for labels in qrels.values() for r in labels.values()), latency)
     ranks = metrics.positive_ranks(qrels, run)
     first = metrics.first_positive_ranks(qrels, run)
     curve = metrics.recall_curve(qrels, run, depth)

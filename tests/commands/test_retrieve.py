@@ -57,7 +57,7 @@ def test_errors_exit_2_and_name_the_problem(tmp_path, capsys):
     beir = _beir(tmp_path)
     out = str(tmp_path / "x.trec")
     assert run_command("retrieve", ["--retriever", "splade", "--dataset", str(beir), "--output", out]) == 2
-    assert "choices: bm25, dense, lsa" in capsys.readouterr().err
+    assert "choices: bm25, dense, external, lsa" in capsys.readouterr().err
     assert run_command("retrieve", ["--retriever", "bm25", "--embeddings", str(beir), "--output", out]) == 2
     assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--split", "val",
                                     "--output", out]) == 2

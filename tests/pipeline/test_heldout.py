@@ -13,7 +13,7 @@ from command_runner import run_command
 
 HELDOUT = "data/heldout/"
 RAW = "data/raw/"
-READERS = ("evaluate@", "evaluate-dense@", "evaluate-ft@", "evaluate-fused@")  # the only stages that may read the test qrels
+READERS = ("evaluate@", "evaluate-dense@", "evaluate-ft@", "evaluate-fused@", "evaluate-external@")  # the only stages that may read the test qrels
 
 
 def _graph(root: Path, dataset: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:

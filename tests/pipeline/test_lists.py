@@ -54,9 +54,10 @@ def _params() -> dict:
 
 
 def run_names(params: dict) -> list[str]:
-    """The runs params.yaml asks for: lexical, each dense model, each fine-tuned variant, each fusion."""
+    """The runs params.yaml asks for: lexical, each dense model, each fine-tuned variant, each fusion, each of
+    your own retrievers (external)."""
     return ["bm25", "lsa", *params["dense"]["models"], *(f"dense-ft-{v}" for v in params["train"]["variants"]),
-            *(f"fused-{m}" for m in params["fusion"]["methods"])]
+            *(f"fused-{m}" for m in params["fusion"]["methods"]), *params.get("external", {})]
 
 
 def test_the_pipeline_makes_one_run_per_name_params_asks_for():
@@ -133,7 +134,7 @@ def test_a_second_model_reruns_only_its_own_stages(tmp_path):
     assert set(status()) == {"encode@tiny", "retrieve-dense@tiny", "evaluate-dense@tiny"}
     stages = _stages(root)
     assert "models/tiny" in stages["encode@tiny"]["deps"]
-    assert stages["retrieve-dense@tiny"]["outs"] == ["runs/support/tiny.trec"]
+    assert stages["retrieve-dense@tiny"]["outs"] == ["reports/support/tiny/timing.json", "runs/support/tiny.trec"]
     assert stages["encode@tiny"]["outs"] == ["data/embeddings/tiny/support"]  # cached apart from dense's
 
 

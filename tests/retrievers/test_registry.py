@@ -7,13 +7,13 @@ from retrieval_lab.retrievers.base import top_k
 
 
 def test_registry_resolves_every_name():
-    assert retrievers.names() == ["bm25", "dense", "lsa"]
+    assert retrievers.names() == ["bm25", "dense", "external", "lsa"]
     for name in retrievers.names():
         assert retrievers.get(name).name == name
 
 
 def test_unknown_retriever_lists_choices():
-    with pytest.raises(InputError, match=r"choices: bm25, dense, lsa") as err:
+    with pytest.raises(InputError, match=r"choices: bm25, dense, external, lsa") as err:
         retrievers.get("splade")
     assert err.value.field == "--retriever"
 

@@ -31,6 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="TREC run file")
     parser.add_argument("--metrics", required=True, help="metrics JSON to write")
     parser.add_argument("--reports", required=True, help="folder for per_query.json, curves and diagnosis")
+    parser.add_argument("--timing", help="the run's timing.json (retrieve --timing): its latency summary is "
+                        "carried into the metrics JSON")
     add_params_args(parser)
 
 
@@ -41,11 +43,12 @@ def run(args: argparse.Namespace) -> int:
     from ..report_files import DIAGNOSIS_MD, EVALUATE
 
     params = params_of(args)
-    check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels},
+    check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels, "--timing": args.timing},
                 files={"--metrics": args.metrics}, into={"--reports": args.reports},
                 written={"--reports": EVALUATE})
     result = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params,
-                            log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels)
+                            log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels,
+                            timing_path=args.timing)
     ev = result.evaluation
     evaluated = ev.coverage.queries_evaluated
     shown = ", ".join(f"{m} {ev.means[m]:.4f}" for m in params.evaluate.measures)
@@ -62,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
     failed = len(result.diagnosis.failures)
     print(f"  diagnosis: {failed} queries without a positive in the top {result.diagnosis.k} -> "
           f"{Path(args.reports) / DIAGNOSIS_MD}")
+    if result.latency is not None:
+        lat = result.latency
+        print(f"  latency: p50 {lat['p50_ms']:.2f} ms, p95 {lat['p95_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms, "
+              f"{lat['qps']:.1f} queries/s at concurrency {lat['concurrency']} (measured {lat['measured_at']})")
     if result.judged_warning:
         print(f"WARNING: Judged below {params.evaluate.judged_threshold}: many top documents are unjudged, "
               "so the measures are lower bounds")

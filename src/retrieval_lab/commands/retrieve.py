@@ -5,12 +5,18 @@ import argparse
 from ..core.params import base_model
 from ..core.params_cli import add_params_args, check_paths, params_of
 
-HELP = "rank documents for each query with one retriever (bm25, lsa, dense) and write a TREC run"
+HELP = ("rank documents for each query with one retriever (bm25, lsa, dense, or your own: external) and write a "
+        "TREC run, with its per-query latency (--timing)")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--retriever", required=True, help="retriever name (bm25, lsa, dense)")
+    parser.add_argument("--retriever", required=True, help="retriever name (bm25, lsa, dense, external)")
+    parser.add_argument("--external", metavar="NAME", help="with --retriever external: the retriever params' "
+                        "external.NAME declares (docs/own-retriever.md)")
     parser.add_argument("--output", required=True, help="TREC run file to write")
+    parser.add_argument("--timing", help="timing.json to write: per-query wall times, p50/p95/p99, QPS, the "
+                        "machine (built-in retrievers: a second, timed pass query by query); required with "
+                        "external, whose failures and counts it names")
     parser.add_argument("--dataset", help="BEIR folder: the corpus for lexical retrievers, the queries "
                         "(and qrels for --split) for all; dense encodes it on the fly without --embeddings")
     parser.add_argument("--embeddings", help="embeddings folder (from `encode` or training), dense only")
@@ -46,13 +52,19 @@ def run(args: argparse.Namespace) -> int:
     from .. import retrievers
     from ..core.data import LEXICAL_MISS, empty_documents_note, load_dataset
     from ..core.errors import InputError
-    from ..runs import write_run
 
     params = params_of(args)
     spec, where = base_model(params)
-    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, where: spec},
-                files={"--output": args.output})
+    external = params.external.get(args.external) if args.external else None
+    inputs = {"--dataset": args.dataset, "--embeddings": args.embeddings, where: spec}
+    if external is not None:
+        inputs[f"external.{args.external}.path"] = external.path
+    check_paths(args, inputs, files={"--output": args.output, "--timing": args.timing})
     cls = retrievers.get(args.retriever)
+    if (args.retriever == "external") != (args.external is not None):
+        raise InputError("--external NAME goes with --retriever external, and only with it", field="--external")
+    if args.retriever == "external" and args.timing is None:
+        raise InputError("an external retriever's failures are written to --timing: give it", field="--timing")
     if args.depth is not None:
         both = [text for text in args.overrides if text.split("=", 1)[0].strip() in ("retrieve", "retrieve.depth")]
         if both:  # two values for one setting: neither may win silently
@@ -65,17 +77,68 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"{args.retriever} reads a BEIR folder (--dataset), not embeddings", field="--embeddings")
     start = time.perf_counter()
     dataset = load_dataset(args.dataset, [args.split] if args.split else None) if args.dataset else None
-    if dataset is not None:
+    if dataset is not None and args.retriever != "external":
         consequence = (LEXICAL_MISS if cls.needs == "dataset"
                        else "each is ranked by the embedding of an empty text")
         note = empty_documents_note(dataset.corpus, params.retrieve.fields, consequence)
         if note:
             print(f"retrieve {args.retriever}: {note}")
+    if args.retriever == "external":
+        return _external(args, cls, params, dataset, depth, start)
     retriever = cls.from_inputs(params, dataset=dataset, embeddings=args.embeddings)
     queries = _queries(args, dataset, retriever)
     result = retriever.search(queries, depth)
-    write_run(args.output, result, tag=args.retriever, depth=depth)
+    timing = None
+    if args.timing:  # a second pass, one query at a time: the run above keeps its batched bytes
+        from ..latency import Timing, time_each
+
+        seconds, wall = time_each(lambda qid: retriever.search({qid: queries[qid]}, depth), queries)
+        scope = ("search over the query embeddings encoded beforehand" if args.embeddings
+                 else "search of one query" + (", its encoding included" if cls.needs == "embeddings" else ""))
+        timing = Timing(args.retriever, scope, 1, seconds, wall)
+    _write(args, result, args.retriever, depth, timing)
     empty = sum(1 for docs in result.values() if not docs)
     print(f"retrieve {args.retriever}: {len(queries)} queries, depth {depth}, "
           f"{empty} queries without any result, {time.perf_counter() - start:.1f}s -> {args.output}")
+    if timing is not None:
+        _print_latency(args.retriever, timing)
+    return 0
+
+
+def _write(args, result, tag: str, depth: int, timing) -> None:
+    """The run, then its timing: everything computed before the first file is written."""
+    from ..core.atomic import write_json
+    from ..runs import write_run
+
+    write_run(args.output, result, tag=tag, depth=depth)
+    if timing is not None:
+        write_json(args.timing, timing.to_json())
+
+
+def _print_latency(name: str, timing) -> None:
+    s = timing.summary()
+    print(f"  latency {name}: p50 {s['p50_ms']:.2f} ms, p95 {s['p95_ms']:.2f} ms, p99 {s['p99_ms']:.2f} ms, "
+          f"{s['qps']:.1f} queries/s at concurrency {s['concurrency']} ({s['scope']}; "
+          f"{timing.machine.get('cpu_count')} CPUs, {timing.machine.get('cpu')})")
+
+
+def _external(args, cls, params, dataset, depth: int, start: float) -> int:
+    """The user's retriever (``cls``: retrievers/external.py, through the registry): every query called, failures
+    and odd answers counted, the run written only within ``max_failed``."""
+    import time
+
+    retriever = cls.from_inputs(params, dataset=dataset, external=args.external,
+                                              depth=depth if args.depth is not None else None)
+    queries = _queries(args, dataset, retriever)
+    collected = retriever.collect(queries)
+    retriever.check(collected)
+    _write(args, collected.run, args.external, retriever.k, collected.timing)
+    calls = collected.timing.calls
+    print(f"retrieve external {args.external}: {calls['answered']} of {calls['queries']} queries answered, "
+          f"{calls['failed']} failed (at most {calls['max_failed']:.1%} allowed), k {retriever.k}, "
+          f"{calls['unknown_ids']} ids not in the corpus left out, {calls['queries_scored_by_rank']} queries scored "
+          f"by rank, {time.perf_counter() - start:.1f}s -> {args.output}")
+    for qid, why in list(calls["failures"].items())[:10]:
+        print(f"  failed {qid}: {why}")
+    _print_latency(args.external, collected.timing)
     return 0

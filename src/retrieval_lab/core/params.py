@@ -14,6 +14,7 @@ To add a setting: one field here (type, default, rule) and the same key in param
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -258,6 +259,48 @@ class CompareParams(Section):
     key_measures: list[str] = param(rule=each(MEASURE_NAME), factory=lambda: ["R@100", "RR@10"])  # beside measure
 
 
+_CALLABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _url(value: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{value!r} is not an http:// or https:// URL with a host"
+    if parts.username or parts.password:
+        return "a URL may not carry credentials: name an environment variable in token_env"
+    return None
+
+
+@dataclass(frozen=True)
+class ExternalRetriever(Section):
+    """One of the user's own retrievers (retrievers/external.py; docs/own-retriever.md): a Python callable
+    or an HTTP endpoint, called for every query; dvc.yaml gives each its retrieve and evaluate stages."""
+    # the folder (or file) that defines it: the callable's module is imported from here; in the pipeline a
+    # dependency, so editing anything in it (module, config, index) reruns this retriever's stages only
+    path: str = param(rule=lambda value: None if value.strip() else "expected a path")
+    callable: str | None = param(None, rules.matches(_CALLABLE, "module:function (e.g. my_search:search)"))
+    url: str | None = param(None, _url)  # POST {"k", "queries": [{"id", "text"}]} (docs/own-retriever.md)
+    k: int | None = param(None, POSITIVE)  # documents asked per query (null: retrieve.depth)
+    batch_size: int = param(1, POSITIVE)  # queries per call
+    concurrency: int = param(1, POSITIVE)  # calls in flight at once (threads)
+    timeout: float = param(30.0, ABOVE_ZERO)  # seconds a call (an HTTP attempt) may take
+    retries: int = param(2, NON_NEGATIVE)  # HTTP: further attempts after a timeout, a connection error or 5xx/429
+    backoff: float = param(0.5, NON_NEGATIVE)  # HTTP: seconds before the first retry, doubled each time
+    max_failed: float = param(0.0, UNIT)  # share of queries that may fail (named in timing.json) with a run written
+    # HTTP: the environment variable holding a bearer token (its value never written, never sent elsewhere)
+    token_env: str | None = param(None, rules.matches(_ENV_NAME, "an environment variable name"))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.callable is None) == (self.url is None):
+            raise InputError("give exactly one of callable (module:function) and url", field=f"{self.KEY}.callable")
+        if self.token_env is not None and self.url is None:
+            raise InputError("a token is sent to an endpoint only: give url", field=f"{self.KEY}.token_env")
+
+
 @dataclass(frozen=True)
 class Params(Section):
     dataset: str = param("support", rules.matches(rules.NAME, "a dataset name (letters, digits, _ . + -)"))
@@ -273,6 +316,8 @@ class Params(Section):
     train: TrainParams = param(factory=TrainParams)
     evaluate: EvaluateParams = param(factory=EvaluateParams)
     compare: CompareParams = param(factory=CompareParams)
+    # your own retrievers: run name -> how to call it (none by default; docs/own-retriever.md)
+    external: dict[str, ExternalRetriever] = param(factory=dict)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -285,6 +330,7 @@ for _section in dataclasses.fields(Params):  # each section's dotted key, for it
         _cls.KEY = _section.name
 TrainVariant.KEY = "train.variants.*"
 FusionMethod.KEY = "fusion.methods.*"
+ExternalRetriever.KEY = "external.*"
 
 
 def _check_models(params: Params) -> None:
@@ -294,6 +340,9 @@ def _check_models(params: Params) -> None:
     for name in params.dense.models:
         if name in taken:
             raise InputError(f"run name {name!r} is another retriever's", field=f"dense.models.{name}")
+    for name in params.external:
+        if name in taken or name in params.dense.models:
+            raise InputError(f"run name {name!r} is another retriever's", field=f"external.{name}")
     if params.train.base not in params.dense.models:
         raise InputError(f"{params.train.base!r} is not a model under dense.models "
                          f"(names: {', '.join(params.dense.models) or 'none'})", field="train.base")

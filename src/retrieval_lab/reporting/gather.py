@@ -18,7 +18,7 @@ from ..comparison import ComparisonRow, per_query_measures, values_of
 from ..core.data import Dataset, Qrels, load_dataset, read_qrels
 from ..core.errors import InputError
 from ..metrics import parse_measure
-from ..report_files import COMPARE, DIAGNOSIS, PER_QUERY, RECALL_CURVE
+from ..report_files import COMPARE, DIAGNOSIS, PER_QUERY, RECALL_CURVE, TIMING
 from ..runs import Run, read_run
 
 WORKSPACE = None  # head = the working tree
@@ -150,6 +150,7 @@ class Gathered:
     rankings: dict[str, tuple[Run | None, Run | None]] = field(default_factory=dict)  # changed retriever's runs
     dataset: Dataset | None = None  # texts for the page (the working tree's prepared dataset), if present
     qrels: Qrels | None = None  # the test judgments (working tree), if present
+    timings: dict[str, tuple[dict | None, dict | None]] = field(default_factory=dict)  # retriever -> latency summaries
 
     @property
     def head_name(self) -> str:
@@ -195,6 +196,17 @@ def _loss(text: str | None) -> Series | None:
     return ([int(r["step"]) for r in rows], [float(r[key]) for r in rows]) if key else None
 
 
+def _timing(text: str | None) -> dict | None:
+    """A timing.json's latency summary; None when absent or not one (latency is shown, never gated)."""
+    if not text:
+        return None
+    try:
+        summary = json.loads(text)["summary"]
+        return summary if all(isinstance(summary.get(k), (int, float)) for k in ("p50_ms", "p95_ms", "qps")) else None
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
 def gather(base: str, head: str | None, paths: ReportPaths, variants: list[str], repo: str = ".",
            retrievers: list[str] | None = None) -> Gathered:
     """Read both revisions: the metrics diff, every retriever's per-query results, and for the changed
@@ -218,6 +230,9 @@ def gather(base: str, head: str | None, paths: ReportPaths, variants: list[str],
         g.diagnoses[r.name] = json.loads(text) if text else None
         curve = paths.report_file(r.name, RECALL_CURVE)
         g.recall[r.name] = (_curve(read_at(curve, base, repo)), _curve(read_at(curve, head, repo)))
+    for r in g.retrievers:  # latency moves without the results moving: read for every retriever
+        path = paths.report_file(r.name, TIMING)
+        g.timings[r.name] = (_timing(read_at(path, base, repo)), _timing(read_at(path, head, repo)))
     for variant in variants:
         path = f"{paths.dvclive}/{variant}/{LOSS_TSV}"
         g.losses[variant] = (_loss(read_at(path, base, repo)), _loss(read_at(path, head, repo)))

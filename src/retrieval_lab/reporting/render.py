@@ -22,6 +22,7 @@ from ..comparison import (
 )
 from ..core.atomic import atomic_path
 from ..core.params import Params
+from ..latency import LatencyRow, markdown_rows
 from ..page import Gate, Page, RunData, Summary, build_page, diagnosed_classes, summary_row
 from ..tokenizer import Tokenizer
 from .gather import Gathered, Retriever, Series
@@ -205,6 +206,13 @@ def metrics_diff_section(g: Gathered) -> list[str]:
     return lines + ["", "</details>"]
 
 
+def latency_section(g: Gathered) -> list[str]:
+    """Each retriever timed at both revisions: its latency base -> head (shown, never gated)."""
+    rows = [LatencyRow(f"{name} @ {g.base}", f"{name} @ {g.head_name}", old, new)
+            for name, (old, new) in sorted(g.timings.items()) if old is not None and new is not None]
+    return markdown_rows(rows, "base → head")
+
+
 def markdown(g: Gathered, j: Judgement, dataset: str, pngs: list[str], top: int, diagnose_k: int) -> str:
     """``report.md``: verdict line first, then the tables, losses, plots and the metrics diff."""
     changed, found = g.changed, g.retrievers
@@ -230,6 +238,7 @@ def markdown(g: Gathered, j: Judgement, dataset: str, pngs: list[str], top: int,
         lines += comparisons_table(j.judged)
     if j.strata:
         lines += strata_table(j.strata, j.strata_family, j.measure)
+    lines += latency_section(g)
     lines += losses_section(g, j, top, diagnose_k)
     if pngs:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in pngs]

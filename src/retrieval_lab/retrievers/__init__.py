@@ -17,6 +17,7 @@ REGISTRY = {
     "bm25": "bm25:BM25Retriever",
     "lsa": "lsa:LSARetriever",
     "dense": "dense:DenseRetriever",
+    "external": "external:ExternalRetriever",  # the user's own (params external.<name>; --external NAME)
 }
 
 

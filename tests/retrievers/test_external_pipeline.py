@@ -1,0 +1,158 @@
+"""The user's own retriever in the real pipeline: dvc.yaml's retrieve-external / evaluate-external stages, in
+``compare`` and in ``report --fail-on-regression``, and only its own stages stale when its module changes.
+
+A scratch git + DVC repository (module fixture) holds a tiny BEIR dataset in place of prepare's outputs,
+this worktree's ``src`` (the stages' code dependencies), the repository's params.yaml with two external
+retrievers (``alpha``, ``beta``: callables in folders of their own) and the repository's dvc.yaml cut to
+BM25, the external stages and ``compare``, whose deps and ``--runs`` name the external runs as
+docs/own-retriever.md tells a user to.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from beir_fixtures import REPO, write_beir
+from pipeline_fixtures import sh
+
+QUERIES = 24
+MODULE = '''"""{name}: ranks "doc <n>" for "about <n>" at position {rank} among fillers (a toy of the user's system)."""
+
+
+def search(texts, k):
+    out = []
+    for text in texts:
+        n = int(text.split()[-1])
+        fillers = [f"x{{(n + j) % 30}}" for j in range(k)]
+        ranked = fillers[:{rank} - 1] + [f"p{{n}}"] + fillers[{rank} - 1:]
+        out.append([(doc, 1.0 / (i + 1)) for i, doc in enumerate(ranked[:k])])
+    return out
+'''
+
+
+def _dataset(repo: Path) -> None:
+    corpus = [{"_id": f"p{i}", "title": f"doc {i}", "text": f"topic{i} answer{i} procedure"} for i in range(QUERIES)]
+    corpus += [{"_id": f"x{j}", "title": "", "text": f"generic filler page number{j}"} for j in range(30)]
+    queries = [{"_id": f"q{i}", "text": f"topic{i} about {i}"} for i in range(QUERIES)]
+    # no training qrels: no seen/unseen strata to judge apart
+    write_beir(repo / "data" / "prepared" / "toy", corpus, queries, {"val": [("q0", "p0", 1)]})
+    write_beir(repo / "data" / "heldout" / "toy", corpus, queries,
+               {"test": [(f"q{i}", f"p{i}", 1) for i in range(QUERIES)]})
+
+
+def _module(repo: Path, name: str, rank: int) -> None:
+    folder = repo / "ext" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}_search.py").write_text(MODULE.format(name=name, rank=rank), encoding="utf-8")
+    (folder / "config.json").write_text(json.dumps({"rank": rank}), encoding="utf-8")
+
+
+def _dvc_yaml() -> dict:
+    real = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
+    keep = {"retrieve", "evaluate", "retrieve-external", "evaluate-external", "compare"}
+    stages = {name: stage for name, stage in real["stages"].items() if name in keep}
+    compare = stages["compare"]
+    runs = ["bm25", "alpha", "beta"]
+    # what docs/own-retriever.md tells a user: the external runs in --runs and their files in deps
+    before, _, after = compare["cmd"].partition("--runs ")
+    compare["cmd"] = before + "--runs " + " ".join(runs) + " --output" + after.partition(" --output")[2]
+    compare["deps"] = [d for d in compare["deps"] if not d.startswith("reports/")]
+    compare["deps"] += [f"reports/${{dataset}}/{r}/{f}" for r in runs for f in ("per_query.json", "timing.json")]
+    return {"vars": [{"lexical": {"bm25": {"shared_module": "tokenizer.py"}}}], "stages": stages}
+
+
+def _params(repo: Path) -> dict:
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    params["dataset"] = "toy"
+    params["retrieve"]["depth"] = 10
+    params["evaluate"].update(measures=["RR@10", "nDCG@10", "R@10", "Judged@10"], permutations=2000)
+    params["compare"] = {"pairs": [["bm25", "alpha"], ["alpha", "beta"]], "measure": "RR@10",
+                         "key_measures": ["nDCG@10"]}
+    params["external"] = {name: {"path": f"ext/{name}", "callable": f"{name}_search:search", "concurrency": 2}
+                          for name in ("alpha", "beta")}
+    return params
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    repo = tmp_path_factory.mktemp("external") / "repo"
+    repo.mkdir()
+    shutil.copytree(REPO / "src" / "retrieval_lab", repo / "src" / "retrieval_lab",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    _dataset(repo)
+    _module(repo, "alpha", 1)
+    _module(repo, "beta", 2)
+    (repo / "params.yaml").write_text(yaml.safe_dump(_params(repo), sort_keys=False), encoding="utf-8")
+    (repo / "dvc.yaml").write_text(yaml.safe_dump(_dvc_yaml(), sort_keys=False), encoding="utf-8")
+    sh(["git", "init", "-q", "-b", "main"], repo)
+    sh(["dvc", "init", "-q"], repo)
+    sh(["dvc", "repro", "-q"], repo)
+    sh(["git", "add", "-A"], repo)
+    sh(["git", "commit", "-qm", "base"], repo)
+    return repo
+
+
+def _status(repo: Path) -> set[str]:
+    return set(json.loads(sh(["dvc", "status", "--json"], repo).stdout or "{}"))
+
+
+def test_every_retriever_has_latency_in_its_metrics_and_compare_shows_the_difference(repo):
+    for name in ("bm25", "alpha", "beta"):
+        metrics = json.loads((repo / "metrics" / "toy" / f"{name}.json").read_text())
+        timing = json.loads((repo / "reports" / "toy" / name / "timing.json").read_text())
+        assert metrics["latency"] == timing["summary"], name
+        assert metrics["latency"]["queries"] == QUERIES and metrics["latency"]["p99_ms"] >= metrics["latency"]["p50_ms"]
+    assert json.loads((repo / "metrics" / "toy" / "alpha.json").read_text())["RR@10"] == 1.0
+    assert json.loads((repo / "metrics" / "toy" / "beta.json").read_text())["RR@10"] == 0.5
+    assert json.loads((repo / "metrics" / "toy" / "alpha.json").read_text())["latency"]["concurrency"] == 2
+    compare = json.loads((repo / "metrics" / "toy" / "compare.json").read_text())
+    assert compare["pairs"]["alpha vs beta"]["mean_difference"] == -0.5
+    row = compare["latency"]["bm25 vs alpha"]
+    assert row["difference"]["p95_ms"] == pytest.approx(row["candidate"]["p95_ms"] - row["baseline"]["p95_ms"])
+    assert row["same_machine"] is True
+    md = (repo / "reports" / "toy" / "compare.md").read_text()
+    assert "## Latency" in md and "| bm25 | alpha |" in md.split("## Latency")[1]
+
+
+def test_editing_the_retriever_module_makes_only_its_own_stage_stale(repo):
+    assert _status(repo) == set()
+    for changed in (repo / "ext" / "alpha" / "alpha_search.py", repo / "ext" / "alpha" / "config.json"):
+        original = changed.read_text()
+        changed.write_text(original + "\n")
+        try:
+            assert _status(repo) == {"retrieve-external@alpha"}
+        finally:
+            changed.write_text(original)
+    params = (repo / "params.yaml").read_text()
+    (repo / "params.yaml").write_text(params.replace("concurrency: 2", "concurrency: 2\n    timeout: 5.0", 1))
+    try:
+        assert _status(repo) == {"retrieve-external@alpha"}  # its own params entry, not beta's
+    finally:
+        (repo / "params.yaml").write_text(params)
+    assert _status(repo) == set()
+
+
+def test_a_worse_external_retriever_fails_the_gate(repo, tmp_path):
+    sh(["git", "checkout", "-q", "-b", "worse"], repo)
+    try:
+        _module(repo, "alpha", 4)  # the positive from rank 1 to rank 4 on every query
+        sh(["dvc", "repro", "-q"], repo)
+        sh(["git", "add", "-A"], repo)
+        sh(["git", "commit", "-qm", "alpha: positives at rank 4"], repo)
+        out = tmp_path / "pr"
+        # a process of its own, as in CI: DVC's logging, set up in-process, would outlive this test's capture
+        done = sh(["retrieval-lab", "report", "--base", "main", "--head", "worse", "--output", str(out),
+                   "--fail-on-regression"], repo, check=False)
+        printed = done.stdout
+        assert done.returncode == 1, printed + done.stderr
+        assert "REGRESSION: alpha RR@10 -0.7500" in printed
+        report = (out / "report.md").read_text()
+        latency = report.split("## Latency (base → head")[1]
+        assert "| alpha @ main | alpha @ worse |" in latency and "| bm25 @ main | bm25 @ worse |" in latency
+    finally:
+        sh(["git", "checkout", "-q", "main"], repo)
+        sh(["dvc", "checkout", "-q"], repo)
