@@ -35,7 +35,7 @@ def test_help_lists_every_command_once_in_its_group(capsys, monkeypatch):
     for title, commands in cli.GROUPS.items():
         assert sections[title] == list(commands), title
     listed = [name for title in cli.GROUPS for name in sections[title]]
-    assert sorted(listed) == sorted(cli.COMMANDS) and len(listed) == len(set(listed)) == 20
+    assert sorted(listed) == sorted(cli.COMMANDS) and len(listed) == len(set(listed)) == 21
     for name in listed:  # and each has its own parser
         with pytest.raises(SystemExit) as info:
             cli.main([name, "--help"])
@@ -59,7 +59,7 @@ def test_help_lists_first_what_a_newcomer_runs_first(capsys, monkeypatch):
     titles = list(cli.GROUPS)
     assert titles[0].startswith("measure your runs") and titles[1] == cli.PIPELINE
     assert titles[-1] == "teaching and checking"
-    assert list(cli.GROUPS[titles[0]]) == ["score-runs", "compare-runs", "evaluate", "diagnose"]
+    assert list(cli.GROUPS[titles[0]]) == ["score-runs", "compare-runs", "page", "evaluate", "diagnose"]
     assert [text.index(f"\n{t}:") for t in titles] == sorted(text.index(f"\n{t}:") for t in titles)
     shown = re.findall(r"^  retrieval-lab (\S+)", text, re.MULTILINE)
     assert shown == ["retrieve", "retrieve", "score-runs", "compare-runs", "diagnose"]
