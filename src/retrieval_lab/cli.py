@@ -1,6 +1,7 @@
 """``retrieval-lab``: one console script, one small module per subcommand in ``commands/``.
 
-Each command module defines ``HELP``, ``configure(parser)`` and ``run(args) -> int``
+Each command module defines ``HELP``, ``PATHS`` (its inputs and outputs, :mod:`core.guard`),
+``configure(parser)`` and ``run(args) -> int``
 and imports heavy libraries inside ``run`` so ``--help`` stays fast; what several
 commands share sits in ``commands/arguments.py``, never in another command.
 """
@@ -16,6 +17,7 @@ import sys
 import textwrap
 
 from .core.errors import InputError
+from .core.guard import guard
 
 # --help lists the commands in these groups: what dvc.yaml runs apart from the tools around it.
 # group title -> {subcommand: module under retrieval_lab.commands}
@@ -78,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
             # no help=: argparse would list every command in one block; the groups list them instead
             command = sub.add_parser(name, description=module.HELP)
             module.configure(command)
-            command.set_defaults(_run=module.run)
+            command.set_defaults(_run=module.run, _paths=module.PATHS)
             helps[name] = module.HELP
         parser.add_argument_group(title, _listing(helps, width))
     return parser
@@ -136,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()
     args = build_parser().parse_args(argv)
     try:
+        guard(args._paths, args)  # every output checked against every input before anything is written
         code = int(args._run(args) or 0)
         if sys.stdout is not None:  # None: started with file descriptor 1 closed, print writes nothing
             sys.stdout.flush()  # a closed pipe or full disk fails here, not at interpreter exit

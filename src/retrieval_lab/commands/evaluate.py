@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, FOLDER, INTO, Paths
+from ..core.params_cli import add_params_args, params_of
+from ..report_files import EVALUATE
 
 HELP = "the evaluate stage: one run on one split of a prepared dataset -> metrics, per-query values, diagnosis"
+PATHS = Paths(inputs={"--dataset": FOLDER, "--run": FILE, "--qrels": FILE},
+              outputs={"--metrics": FILE, "--reports": INTO}, written={"--reports": EVALUATE}, words=("--split",))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -22,12 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..evaluation import run_evaluation
-    from ..report_files import EVALUATE
 
     params = params_of(args)
-    check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels},
-                files={"--metrics": args.metrics}, into={"--reports": args.reports},
-                written={"--reports": EVALUATE})
     out = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params,
                          log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels)
     shown = ", ".join(f"{m} {out[m]:.4f}" for m in params.evaluate.measures)

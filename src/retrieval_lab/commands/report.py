@@ -4,12 +4,33 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, params_of
 
 REGRESSION, CANNOT_JUDGE = 1, 3  # 2 is every command's bad-input exit (cli.main)
+from ..core.guard import FOLDER, ROOT, Found, Paths
+
 HELP = ("markdown report of what a revision changed: verdict, simultaneous intervals of the key measures, "
         "losses by failure class, plots, metrics diff; --fail-on-regression exits 1 on a real regression "
         "and 3 when it cannot judge (per-query results missing, or identical while the metrics changed)")
+
+
+def _result_folders(args: argparse.Namespace) -> Found:
+    """The reports, metrics and dvclive folders inside --repo that the workspace revision is read from."""
+    from pathlib import Path
+
+    from ..reporting.gather import ReportPaths
+
+    default = ReportPaths.defaults(params_of(args).dataset)
+    roots = (args.reports_root or default.reports, args.metrics_root or default.metrics,
+             args.dvclive_root or default.dvclive)
+    return Found(inputs={flag: [(Path(args.repo) / root, FOLDER)]
+                         for flag, root in zip(("--reports-root", "--metrics-root", "--dvclive-root"), roots)})
+
+
+# --repo holds the output (reports/pr), never is or lies in it; the result folders are inputs
+PATHS = Paths(inputs={"--repo": ROOT}, outputs={"--output": FOLDER}, words=("--base", "--head", "--reports-root", "--metrics-root", "--dvclive-root"),  # the last three: _result_folders
+              derive=_result_folders)
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +59,6 @@ def run(args: argparse.Namespace) -> int:
     from ..reporting.gather import ReportPaths
 
     params = params_of(args)
-    check_paths(args, {"--repo": args.repo}, into={"--output": args.output})
     default = ReportPaths.defaults(params.dataset)
     paths = ReportPaths(args.reports_root or default.reports, args.metrics_root or default.metrics,
                         args.dvclive_root or default.dvclive)

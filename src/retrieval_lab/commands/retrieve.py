@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params import base_model
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, FOLDER, Paths, base_model_input
+from ..core.params_cli import add_params_args, params_of
 
 HELP = "rank documents for each query with one retriever (bm25, lsa, dense) and write a TREC run"
+PATHS = Paths(inputs={"--dataset": FOLDER, "--embeddings": FOLDER}, outputs={"--output": FILE},
+              words=("--retriever", "--split"), derive=base_model_input)
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -49,9 +52,6 @@ def run(args: argparse.Namespace) -> int:
     from ..runs import write_run
 
     params = params_of(args)
-    spec, where = base_model(params)
-    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, where: spec},
-                files={"--output": args.output})
     cls = retrievers.get(args.retriever)
     if args.depth is not None:
         both = [text for text in args.overrides if text.split("=", 1)[0].strip() in ("retrieve", "retrieve.depth")]

@@ -36,7 +36,7 @@ REPORT = "report.md"
 def build_report(base: str, head: str | None, out_dir: str | Path, params: Params, repo: str = ".",
                  retrievers: list[str] | None = None, top: int = 10, tolerance: float = 0.0,
                  paths: ReportPaths | None = None) -> dict:
-    """Write ``out_dir/report.md`` and PNGs; return per-retriever statistics and the gate's regressions.
+    """Write the folder ``out_dir`` (replaced whole): report.md and PNGs; return per-retriever statistics and the gate's regressions.
 
     ``paths``: the pipeline's reports, metrics and dvclive folders (default: dvc.yaml's for the dataset).
     """
@@ -45,11 +45,11 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     g = gather(base, head, paths or ReportPaths.defaults(params.dataset), list(params.train.variants), repo,
                retrievers)
     j = judge(g, params, tolerance)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pngs = plots(g, out_dir)
-    with atomic_path(out_dir / REPORT) as tmp:
-        tmp.write_text(markdown(g, j, params.dataset, pngs, top, params.evaluate.diagnose_k), encoding="utf-8")
+    # one folder output: report.md and its PNGs replace a folder the report wrote (or an empty one) together
+    with atomic_path(out_dir, is_dir=True) as folder:
+        pngs = plots(g, folder)
+        (folder / REPORT).write_text(markdown(g, j, params.dataset, pngs, top, params.evaluate.diagnose_k),
+                                     encoding="utf-8")
     return {"retrievers": {r.name: {m: row.to_json() for m, row in r.stats.items()} for r in g.changed},
             "unchanged": [r.name for r in g.retrievers if r.status == "unchanged"], "family": j.family.to_json(),
             "regressions": [{"retriever": n, "measure": m, **row.to_json()} for n, m, row in j.regressions],
