@@ -27,7 +27,7 @@ from pathlib import Path
 from ..core.atomic import atomic_path
 from ..core.params import Params
 from .gather import ReportPaths, gather
-from .judge import check_tolerance, judge, key_measures
+from .judge import check_tolerance, decide, judge, key_measures
 from .render import markdown, plots
 
 REPORT = "report.md"
@@ -35,7 +35,7 @@ REPORT = "report.md"
 
 def build_report(base: str, head: str | None, out_dir: str | Path, params: Params, repo: str = ".",
                  retrievers: list[str] | None = None, top: int = 10, tolerance: float = 0.0,
-                 paths: ReportPaths | None = None) -> dict:
+                 paths: ReportPaths | None = None, allow_query_change: bool = False) -> dict:
     """Write the folder ``out_dir`` (replaced whole): report.md and PNGs; return per-retriever statistics and the gate's regressions.
 
     ``paths``: the pipeline's reports, metrics and dvclive folders (default: dvc.yaml's for the dataset).
@@ -44,7 +44,7 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     key_measures(params)  # every name checked before anything is read
     g = gather(base, head, paths or ReportPaths.defaults(params.dataset), list(params.train.variants), repo,
                retrievers)
-    j = judge(g, params, tolerance)
+    j = judge(g, params, tolerance, allow_query_change)
     # one folder output: report.md and its PNGs replace a folder the report wrote (or an empty one) together
     with atomic_path(out_dir, is_dir=True) as folder:
         pngs = plots(g, folder)
@@ -55,4 +55,6 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
             "regressions": [{"retriever": n, "measure": m, **row.to_json()} for n, m, row in j.regressions],
             "cannot_judge": [{"retriever": n, "reason": why} for n, why in j.blind],
             "strata": [{"retriever": n, "stratum": s, **row.to_json()} for n, s, row in j.strata],
-            "losses": j.losses, "plots": pngs, "metrics_diff": g.diff}
+            "losses": j.losses, "plots": pngs, "metrics_diff": g.diff, "gate": decide(j),
+            "query_changes": [{"retriever": n, "vanished": v, "new": w, "common": c}
+                              for n, v, w, c in j.query_changes]}
