@@ -347,3 +347,38 @@ def test_strata_comparisons_split_seen_from_unseen_in_a_family_of_their_own():
     assert rows[1][2]["mean_difference"] == pytest.approx(-0.25 / 3)
     assert header["family_size"] == 2  # bm25 has no seen query: nothing to split, not in the family
     assert strata_comparisons([one_sided], "nDCG@10", 0.95, 2000, 5) == ([], None)
+
+
+def test_a_trailing_slash_on_the_metrics_root_does_not_open_the_gate(repo, tmp_path):
+    # issue 42: `--metrics-root metrics/support/` said "No change" and exited 0 while nDCG@10 fell
+    copy = _workspace_copy(repo, tmp_path, "regressed")
+    per_query = copy / "reports" / "toy" / "bm25" / "per_query.json"
+    per_query.write_text(_read_at_main(copy, "reports/toy/bm25/per_query.json"))
+    for spelling in ("metrics/toy/", "./metrics/toy", "metrics//toy"):
+        code, lines = _report_workspace(copy, tmp_path / "pr", "--metrics-root", spelling,
+                                        "--reports-root", "reports/toy/")
+        assert code == 3, spelling
+        assert lines[0].startswith("**Cannot judge**: bm25: per-query results identical but metrics/toy/bm25.json")
+
+
+def test_queries_that_vanish_at_head_cannot_be_judged(repo, tmp_path, capsys):
+    # issue 42: the queries on which the head regressed vanish from per_query.json while the means fall
+    import json
+
+    copy = _workspace_copy(repo, tmp_path, "regressed")
+    per_query = copy / "reports" / "toy" / "bm25" / "per_query.json"
+    data = json.loads(per_query.read_text())
+    data["queries"] = {q: e for q, e in data["queries"].items() if int(q[1:]) not in REGRESSED}
+    per_query.unlink()  # a DVC link into the cache: replaced, never written through
+    per_query.write_text(json.dumps(data))
+    code, lines = _report_workspace(copy, tmp_path / "pr")
+    assert code == 3
+    assert lines[0] == ("**Cannot judge**: bm25: the judged queries changed: 12 at base only (vanished at head), "
+                        "0 at head only, 28 in common; --allow-query-change compares the common ones.")
+    # allowed, the common queries are compared, but the metrics file's means are not theirs: still blind
+    code, lines = _report_workspace(copy, tmp_path / "pr", "--allow-query-change")
+    assert code == 3
+    assert "nDCG@10 at head: the per-query values average 1.0000 over 28 queries but metrics/toy/bm25.json says " \
+           "0.7000" in lines[0]
+    assert "Judged queries changed for bm25 (allowed by --allow-query-change): 12 vanished at head, 0 new; " \
+           "compared on the 28 in common." in lines
