@@ -179,7 +179,7 @@ def test_every_option_is_declared(command):
 def test_the_built_arguments_pass_the_guard(command, tmp_path, monkeypatch):
     # the generated cases below mean something only if the same arguments with safe outputs pass
     monkeypatch.chdir(tmp_path)
-    argv, f = _setup(command)
+    _argv, f = _setup(command)
     guard.check(f)
 
 
