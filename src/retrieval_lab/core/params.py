@@ -158,7 +158,9 @@ class FusionParams(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from ..fusion import module_of  # the registry says which names exist (imported late: it imports params)
+        from ..fusion import (
+            module_of,  # the registry says which names exist (imported late: it imports params)
+        )
 
         for name in self.methods:
             module_of(name, field=f"{self.KEY}.methods.{name}")
