@@ -90,6 +90,8 @@ def _os_error(exc: OSError) -> str:
     """``PATH: reason`` on one line; a broken pipe without a path is standard output closed by its reader."""
     if exc.filename is None and isinstance(exc, BrokenPipeError):
         return f"standard output: {exc.strerror or exc} (its reader closed it)"
+    if exc.filename is None and getattr(exc, "output_path", None):  # no errno, e.g. numpy's short write
+        return f"{exc.output_path}: {str(exc) or type(exc).__name__}"
     if exc.filename is None or exc.strerror is None:
         return str(exc) or type(exc).__name__
     where = os.fsdecode(exc.filename) + ("" if exc.filename2 is None else f" -> {os.fsdecode(exc.filename2)}")

@@ -215,7 +215,9 @@ def _sweep(target: Path, tag: str) -> None:
 
 def _name_target(exc: OSError, target: Path, tmp: Path | None) -> None:
     """Make an OSError about a temporary sibling (or about no file) name the output the user asked for."""
-    if exc.errno is None:  # OSError("message"): no file to name, and str() would turn into "[Errno None]"
+    if exc.errno is None:  # OSError("message"), e.g. numpy's "2304 requested and 224 written" on a full disk:
+        # str() keeps the message (setting errno would turn it into "[Errno None]"); the CLI adds the path
+        exc.output_path = str(target)
         return
     ours = f"{target.parent / ('.' + target.name)}."
 
