@@ -95,7 +95,7 @@ def _tamper(base: dict, head: dict, how: str, picked: list[str], rnd) -> tuple[d
     return base, head
 
 
-@settings(max_examples=120, deadline=None, derandomize=True, database=None,
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(regressions(), st.booleans())
 def test_the_gate_never_passes_a_mean_that_fell_by_more_than_the_tolerance(tmp_path_factory, drawn, allow):

@@ -375,10 +375,11 @@ def test_queries_that_vanish_at_head_cannot_be_judged(repo, tmp_path, capsys):
     assert code == 3
     assert lines[0] == ("**Cannot judge**: bm25: the judged queries changed: 12 at base only (vanished at head), "
                         "0 at head only, 28 in common; --allow-query-change compares the common ones.")
-    # allowed, the common queries are compared, but the metrics file's means are not theirs: still blind
+    # allowed, the common queries are compared, but the gated means fell: still blind
     code, lines = _report_workspace(copy, tmp_path / "pr", "--allow-query-change")
     assert code == 3
-    assert "nDCG@10 at head: the per-query values average 1.0000 over 28 queries but metrics/toy/bm25.json says " \
-           "0.7000" in lines[0]
+    assert lines[0] == ("**Cannot judge**: bm25: the judged queries changed and metrics/toy/bm25.json fell by more "
+                        "than the tolerance (nDCG@10 1.0000 → 0.7000, RR@10 1.0000 → 0.7000): the common queries "
+                        "cannot say whether that is a loss.")
     assert "Judged queries changed for bm25 (allowed by --allow-query-change): 12 vanished at head, 0 new; " \
            "compared on the 28 in common." in lines

@@ -80,9 +80,15 @@ def _inconsistent(r: Retriever, key_measures: list[str], diff: dict, paths: Repo
     return out
 
 
+def _fell(v: dict, tolerance: float) -> bool:
+    old, new = v.get("old"), v.get("new")
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (old, new))
+    return numbers and not (new - old >= -tolerance)  # NaN on either side counts as fallen
+
+
 def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: list[tuple],
              dataset: str, paths: ReportPaths | None = None, diff: dict | None = None,
-             allow_query_change: bool = False) -> list[tuple[str, str]]:
+             allow_query_change: bool = False, tolerance: float = 0.0) -> list[tuple[str, str]]:
     """(retriever, why) for every retriever the gate cannot judge: it must fail closed on them.
 
     Per-query results missing at either revision; identical per-query results while the
@@ -91,7 +97,8 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
     be told from noise). No retriever at all is also a blind gate. ``paths``: where the
     files are (default: dvc.yaml's folders for ``dataset``). With ``diff`` (``dvc metrics diff --all``),
     per-query values that are not finite or do not average to their metrics file's mean. Judged queries
-    that differ between the revisions, unless ``allow_query_change`` (then the common ones are compared).
+    that differ between the revisions, unless ``allow_query_change`` (then the common ones are compared,
+    and a gated mean of the metrics file that fell by more than ``tolerance`` still cannot be judged).
     """
     paths = paths or ReportPaths.defaults(dataset)
     if not found:
@@ -115,6 +122,14 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
                 out.append((r.name, (f"the judged queries changed: {vanished} at base only (vanished at head), "
                                     f"{new} at head only, {common} in common; --allow-query-change compares "
                                     "the common ones")))
+            elif change:  # allowed: the common queries are compared, but a gated mean that fell stays unexplained
+                fields = (diff or {}).get(paths.metrics_file(r.name), {})
+                fell = [f"{m} {number_text(v['old'])} → {number_text(v['new'])}" for m in key_measures
+                        if isinstance(v := fields.get(m, {}), dict) and _fell(v, tolerance)]
+                if fell:
+                    out.append((r.name, (f"the judged queries changed and {paths.metrics_file(r.name)} fell by more "
+                                        f"than the tolerance ({', '.join(fell)}): the common queries cannot say "
+                                        "whether that is a loss")))
             why = _inconsistent(r, key_measures, diff or {}, paths)
             if why and r.name not in {name for name, _ in out}:  # one reason is enough; the first is the clearest
                 out.append((r.name, "; ".join(why)))
@@ -213,7 +228,7 @@ def judge(g: Gathered, params: Params, tolerance: float, allow_query_change: boo
         worse=[x for x in judged if x[2].test.high < 0 and x not in regressions],
         better=[x for x in judged if x[2].test.low > 0],
         blind=unjudged(g.retrievers, measures, g.measures_changed, params.dataset, g.paths, g.diff,
-                       allow_query_change),
+                       allow_query_change, tolerance),
         query_changes=[(r.name, *c) for r in g.retrievers if (c := _query_change(r))] if allow_query_change else [],
         strata=strata, strata_family=strata_family,
         losses={r.name: losses_by_class(r, measure, g.diagnoses.get(r.name)) for r in changed})
