@@ -106,3 +106,16 @@ def test_the_sweep_keeps_the_users_dotfiles_beside_an_output(work, capsys):
             *_params(work)]
     assert cli.main(argv) == 0 and cli.main(argv) == 0
     assert {name: (work / name).read_text() for name in users} == users
+
+
+@pytest.mark.parametrize("output", ["/dev/stdout", "/dev/null", "/proc/self/fd/1", "devlink"])
+def test_an_output_in_the_systems_device_folders_is_refused(work, output):
+    # found while probing issue 42: `retrieve --output /dev/stdout` replaced the link /dev/stdout with a file.
+    # Checked by the guard alone: nothing is written even if it failed to refuse.
+    from retrieval_lab.core import guard
+    from retrieval_lab.core.errors import InputError
+
+    (work / "devlink").symlink_to("/dev/null")
+    with pytest.raises(InputError, match="the system's device and process files|is a link to"):
+        guard.check_paths({"--dataset": work / "col"}, files={"--output": output})
+    assert Path("/dev/stdout").is_symlink() and Path("/dev/null").is_char_device()

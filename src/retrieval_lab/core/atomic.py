@@ -36,6 +36,7 @@ TEMPORARY_TEXT = "retrieval-lab: a temporary output or a set-aside old one; remo
 TMP_TAG, OLD_TAG = "tmp-retrieval-lab-", "old-retrieval-lab-"
 
 PathArg = str | os.PathLike
+SYSTEM_FOLDERS = (Path("/dev"), Path("/proc"), Path("/sys"))  # never an output, whatever links lead there
 
 
 def _umask() -> int:
@@ -80,10 +81,20 @@ def check_replaceable(target: PathArg, is_dir: bool = False, field: str | None =
     where = str(target)
     path = _absolute(target)
     _not_working_folder(target, field)
+    for system in SYSTEM_FOLDERS:  # /dev/stdout is a link there: replacing it would break the machine's stdout
+        if _within(path, system) or _within(Path(os.path.realpath(path)), system):
+            raise InputError(f"lies in {system}, the system's device and process files; refusing to replace it",
+                             where, field=field)
     for parent in path.parents:
         if _exists(parent) and not parent.is_dir():
             raise InputError(f"its parent {parent} is a file, not a folder", where, field=field)
-    if not _exists(path) or path.is_symlink():  # replacing a link keeps what it points to
+    if path.is_symlink():  # replacing a link keeps what it points to: a link to a file, a folder or nothing
+        reached = Path(os.path.realpath(path))
+        if _exists(reached) and not (reached.is_file() or (is_dir and reached.is_dir())):
+            raise InputError(f"is a link to {reached}, not a {'folder' if is_dir else 'file'} (a device, pipe or "
+                             "socket); refusing to replace it", where, field=field)
+        return
+    if not _exists(path):
         return
     if is_dir:
         if not path.is_dir():
