@@ -89,7 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _os_error(exc: OSError) -> str:
     """``PATH: reason`` on one line; a broken pipe without a path is standard output closed by its reader."""
     if exc.filename is None and isinstance(exc, BrokenPipeError):
-        return f"standard output: {exc.strerror or exc} (its reader closed it)"
+        from .core.atomic import REPLACED
+
+        done = f"; the outputs were written first: {', '.join(REPLACED)}" if REPLACED else ""
+        return f"standard output: {exc.strerror or exc} (its reader closed it){done}"
     if exc.filename is None and getattr(exc, "output_path", None):  # no errno, e.g. numpy's short write
         return f"{exc.output_path}: {str(exc) or type(exc).__name__}"
     if exc.filename is None or exc.strerror is None:
@@ -147,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except InputError as exc:
         message = str(exc)
-    except OSError as exc:  # disk full, read-only folder, closed pipe: the old outputs are still in place
+    except OSError as exc:  # disk full, read-only folder: the old outputs are still in place; a closed pipe
+        # after the outputs were written: they are new, and the message says so
         message = _os_error(exc)
     _quiet_stdout()
     try:

@@ -36,6 +36,7 @@ TEMPORARY_TEXT = "retrieval-lab: a temporary output or a set-aside old one; remo
 TMP_TAG, OLD_TAG = "tmp-retrieval-lab-", "old-retrieval-lab-"
 
 PathArg = str | os.PathLike
+REPLACED: list[str] = []  # outputs renamed into place by this process, in order (the CLI's error names them)
 SYSTEM_FOLDERS = (Path("/dev"), Path("/proc"), Path("/sys"))  # never an output, whatever links lead there
 
 
@@ -296,6 +297,7 @@ def atomic_path(target: PathArg, is_dir: bool = False) -> Iterator[Path]:
         os.chmod(tmp, (0o777 if is_dir else 0o666) & ~_umask())
         check_replaceable(target, is_dir)  # something may have appeared there while the stage ran
         _replace(tmp, target)
+        REPLACED.append(str(target))
         _sweep(target, OLD_TAG)  # only now: until a new output stands, the set-aside one is the last copy
     except BaseException as exc:
         if isinstance(exc, OSError):
