@@ -16,6 +16,7 @@ import shutil
 import sys
 import textwrap
 
+from .core.atomic import REPLACED
 from .core.errors import InputError
 from .core.guard import guard
 
@@ -89,8 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _os_error(exc: OSError) -> str:
     """``PATH: reason`` on one line; a broken pipe without a path is standard output closed by its reader."""
     if exc.filename is None and isinstance(exc, BrokenPipeError):
-        from .core.atomic import REPLACED
-
         done = f"; the outputs were written first: {', '.join(REPLACED)}" if REPLACED else ""
         return f"standard output: {exc.strerror or exc} (its reader closed it){done}"
     if exc.filename is None and getattr(exc, "output_path", None):  # no errno, e.g. numpy's short write
@@ -142,6 +141,7 @@ def keep_freed_memory() -> bool:
 def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()
     args = build_parser().parse_args(argv)
+    REPLACED.clear()  # in one process (tests) several commands run: the message names this one's outputs
     try:
         guard(args._paths, args)  # every output checked against every input before anything is written
         code = int(args._run(args) or 0)
