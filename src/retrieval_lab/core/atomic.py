@@ -105,7 +105,7 @@ def check_replaceable(target: PathArg, is_dir: bool = False, field: str | None =
             return
         strangers = unlisted_files(path)
         if strangers is None:
-            raise InputError(f"is a folder holding files retrieval-lab did not write (no {MARKER}); "
+            raise InputError(f"is a folder holding files retrieval-lab did not write (no {MARKER} of its making); "
                              "refusing to replace it", where, field=field)
         if strangers:
             raise InputError(f"holds {strangers[0]}, which retrieval-lab did not write (not in its {MARKER}); "
