@@ -54,7 +54,7 @@ def sentence_transformers(data: str, limit: int, batch_size: int, device: str) -
     from retrieval_lab.encoder import resolve_device
     from retrieval_lab.model_files import verify_lock
 
-    model = SentenceTransformer(str(verify_lock(LOCK)), device=str(resolve_device(device)))
+    model = SentenceTransformer(str(verify_lock(LOCK)), device=str(resolve_device(device)), trust_remote_code=False)
     assert model.max_seq_length == MAX_LENGTH
     return _finish("sentence-transformers",
                    lambda texts: model.encode(texts, batch_size=batch_size, show_progress_bar=False),

@@ -168,7 +168,7 @@ def mnrl(args: dict) -> dict:
     queries, docs, _ = _texts(args["data"], args["triples"])
     triples = [(queries[q], docs[p], docs[n]) for q, p, n in args["triples"]]
     torch.manual_seed(args["seed"])
-    model = SentenceTransformer(str(verify_lock(LOCK)), device="cpu")
+    model = SentenceTransformer(str(verify_lock(LOCK)), device="cpu", trust_remote_code=False)
     model.max_seq_length = RECIPE["doc_tokens"]
     loss_fn = MultipleNegativesRankingLoss(model, scale=1 / RECIPE["temperature"])
     optimizer = torch.optim.AdamW(model.parameters(), lr=RECIPE["lr"])  # constant: no scheduler

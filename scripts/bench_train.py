@@ -88,7 +88,7 @@ def theirs(args: dict) -> dict:
     data = _batch(args["data"], args["negatives"], args["batch"], args["seed"])
     torch.manual_seed(0)
     device = resolve_device(args["device"])
-    model = SentenceTransformer(str(verify_lock(LOCK)), device=str(device))
+    model = SentenceTransformer(str(verify_lock(LOCK)), device=str(device), trust_remote_code=False)
     model.max_seq_length = args["max_length"]
     model.train()
     loss_fn = MultipleNegativesRankingLoss(model, scale=1.0 / args["temperature"])

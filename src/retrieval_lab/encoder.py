@@ -21,7 +21,7 @@ from .core.atomic import atomic_path, write_json
 from .core.data import require_file
 from .core.errors import InputError
 from .core.params import DenseParams
-from .model_files import resolve_model
+from .model_files import check_loadable, resolve_model
 
 DOC_EMBEDDINGS, DOC_IDS = "doc_embeddings.npy", "doc_ids.txt"
 QUERY_EMBEDDINGS, QUERY_IDS = "query_embeddings.npy", "query_ids.txt"
@@ -156,15 +156,24 @@ class Encoder:
 
 
 def load(model: str | Path, device: str = "auto", field: str | None = None) -> Encoder:
-    """Load a model named as :func:`resolve_model` takes it, every file verified or hashed first."""
+    """Load a model named as :func:`resolve_model` takes it, every file verified or hashed first, nothing
+    of the model's own run: no remote code (never a prompt), safetensors weights only."""
+    folder, source = resolve_model(model, field)
+    check_loadable(folder, str(model), field)  # before transformers is even imported
     from transformers import AutoModel, AutoTokenizer
 
-    folder, source = resolve_model(model, field)
     torch_device = resolve_device(device)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    if not getattr(tokenizer, "is_fast", False):
-        raise InputError("a fast (Rust) tokenizer is required (tokenizer.json)", str(folder))
-    net = AutoModel.from_pretrained(folder).to(torch_device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        if not getattr(tokenizer, "is_fast", False):
+            raise InputError("a fast (Rust) tokenizer is required (tokenizer.json)", str(folder))
+        net = AutoModel.from_pretrained(folder, trust_remote_code=False, use_safetensors=True)
+    except (ValueError, KeyError, OSError) as exc:  # an unknown model_type, a missing or unreadable file
+        if isinstance(exc, InputError):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot load the model: {first}", str(model), field=field) from None
+    net = net.to(torch_device)
     net.eval()
     return Encoder(net, tokenizer, torch_device, source)
 

@@ -1,7 +1,8 @@
 """The ``evaluate`` stage: one run against one split's qrels -> metrics JSON and a reports folder.
 
-Outputs (each written atomically; the reports folder may hold other stages' files,
-e.g. fusion.json, so files are replaced one by one, never the folder):
+Outputs (each written atomically, all complete before the first is renamed; the reports folder may
+hold other stages' files, e.g. fusion.json, so files are replaced one by one, never the folder, and only
+those its ``.retrieval-lab-written`` lists):
 
 ``metrics``                       means of every ``evaluate.measures`` + query counts + Judged warning
 File names: ``report_files`` (shared with ``compare`` and ``report``).
@@ -33,13 +34,15 @@ The numbers come from :func:`evaluate` (the library API: :class:`Evaluation`) an
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import metrics, report_files
-from .core.atomic import write_json, write_text
+from .core.atomic import atomic_path, record_written
 from .core.data import Doc, Qrels, Query, empty_documents_note, load_dataset, positives, read_qrels
 from .core.errors import InputError
 from .core.params import Params
@@ -231,6 +234,11 @@ class StageResult:
         }
 
 
+def _json(obj) -> str:
+    """As :func:`core.atomic.write_json` writes it."""
+    return json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
 def _csv(header: str, rows) -> str:
     return header + "\n" + "".join(",".join(str(v) for v in row) + "\n" for row in rows)
 
@@ -280,19 +288,26 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     metrics_json = result.to_json()
 
     # everything computed before the first file is written: a failure leaves no mix of old and new files
+    # and every file is complete in its temporary before the first is renamed into place
     reports = Path(reports)
-    write_json(reports / report_files.PER_QUERY, {"split": split, "run": str(run_path), "depth": depth,
-                                                  "queries": per_query})
-    write_text(reports / report_files.RECALL_CURVE,
-               _csv("k,recall", ((k, repr(float(r))) for k, r in enumerate(curve.tolist(), start=1))))
-    write_text(reports / report_files.FIRST_POSITIVE_RANKS,
-               _csv("query,rank", ((q, depth + 1 if first[q] is None else first[q]) for q in per_query)))
-    write_text(reports / report_files.FIRST_POSITIVE_HIST,
-               _csv("bucket,queries", first_positive_histogram({q: first[q] for q in per_query})))
-    write_json(reports / report_files.DIAGNOSIS, result.diagnosis.to_json())
-    write_text(reports / report_files.DIAGNOSIS_MD, result.diagnosis.to_markdown(
-        f"Failure diagnosis: {Path(run_path).name} on {split} (k = {cfg.diagnose_k})"))
-    write_json(metrics_path, metrics_json)
+    texts = {
+        reports / report_files.PER_QUERY: _json({"split": split, "run": str(run_path), "depth": depth,
+                                                 "queries": per_query}),
+        reports / report_files.RECALL_CURVE:
+            _csv("k,recall", ((k, repr(float(r))) for k, r in enumerate(curve.tolist(), start=1))),
+        reports / report_files.FIRST_POSITIVE_RANKS:
+            _csv("query,rank", ((q, depth + 1 if first[q] is None else first[q]) for q in per_query)),
+        reports / report_files.FIRST_POSITIVE_HIST:
+            _csv("bucket,queries", first_positive_histogram({q: first[q] for q in per_query})),
+        reports / report_files.DIAGNOSIS: _json(result.diagnosis.to_json()),
+        reports / report_files.DIAGNOSIS_MD: result.diagnosis.to_markdown(
+            f"Failure diagnosis: {Path(run_path).name} on {split} (k = {cfg.diagnose_k})"),
+        Path(metrics_path): _json(metrics_json),
+    }
+    with contextlib.ExitStack() as stack:
+        for target, text in texts.items():
+            stack.enter_context(atomic_path(target)).write_text(text, encoding="utf-8")
+    record_written(reports, report_files.EVALUATE)
     note = empty_documents_note(data.corpus, params.retrieve.fields,
                                 "never returned by lexical runs; judged relevant, each counts as a miss")
     if note:

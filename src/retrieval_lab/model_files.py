@@ -2,8 +2,8 @@
 
 A lock names the model, its revision, where its files come from and the sha256 of
 each file; every hash is checked before any file is used. ``source`` is
-``package:<module>`` (an installed package with ``get_model_path()``, the offline
-default) or ``hub`` (downloaded at the pinned revision through huggingface_hub).
+``package:<module>`` (an installed package whose folder holds the files, found without
+importing it: the offline default) or ``hub`` (downloaded at the pinned revision through huggingface_hub).
 The base model's lock ships inside this package (``builtin``, the default of
 ``dense.models.dense``), so every command works from any folder.
 
@@ -16,7 +16,6 @@ revision, then hashed and recorded the same way). Nothing here loads a model: :m
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.util
 import json
 from pathlib import Path
@@ -71,26 +70,24 @@ def _lock_folder(lock: dict, lock_path: Path) -> Path:
 
 
 def _package_folder(module_name: str, lock: dict, lock_path: Path) -> Path:
-    """The model folder of ``package:<module>``: an installed top-level package whose own folder holds
-    model files the lock lists (at its root or one folder down), checked before the package is imported:
-    a lock cannot make us import, and so run, any other installed module. The hashes are checked after."""
+    """The model folder of ``package:<module>``: the folder of an installed top-level package (or one folder
+    down) that holds every file the lock lists. Located with ``importlib.util.find_spec``, never imported:
+    a lock cannot make us run any installed module's code. The hashes are checked after."""
     def refuse(why: str) -> InputError:
         return InputError(f"model package {module_name!r} {why}", str(lock_path), field="source")
 
     if not module_name.isidentifier():  # a dotted name would import its parents to be found
         raise refuse("is not a top-level package name")
-    spec = importlib.util.find_spec(module_name)  # locates without executing
+    spec = importlib.util.find_spec(module_name)  # locates a top-level name without executing anything
     if spec is None:
         raise refuse("is not installed")
     roots = [Path(p).resolve() for p in spec.submodule_search_locations or []]  # none: a plain module
-    if not any((folder / name).is_file() for root in roots for folder in (root, *_subfolders(root))
-               for name in lock["files"]):
-        raise refuse(f"carries none of the model's files ({', '.join(lock['files'])}): not a model package")
-    get_model_path = getattr(importlib.import_module(module_name), "get_model_path", None)
-    folder = Path(get_model_path()).resolve() if callable(get_model_path) else None
-    if folder is None or not folder.is_dir() or not any(folder == r or r in folder.parents for r in roots):
-        raise refuse("has no get_model_path() naming a folder inside the package")
-    return folder
+    held = [(sum((folder / name).is_file() for name in lock["files"]), -i, folder)
+            for i, folder in enumerate(f for root in roots for f in (root, *_subfolders(root)))]
+    count, _, folder = max(held, default=(0, 0, None), key=lambda x: x[:2])  # most files; the first of equals
+    if not count:
+        raise refuse(f"has no folder holding the model's files ({', '.join(lock['files'])}): not a model package")
+    return folder  # the hash check names any file it lacks
 
 
 def _subfolders(root: Path) -> list[Path]:
@@ -159,3 +156,34 @@ def resolve_model(model: str | Path, field: str | None = None) -> tuple[Path, di
         return path, {"model_dir": str(path.resolve()), "files": folder_hashes(path)}
     raise InputError(f"model not found: expected a lock file, a Hugging Face model folder, hub:NAME@REVISION "
                      f"or {BUILTIN}", spec, field=field)
+
+
+PICKLED_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")  # unpickling can run code
+
+
+def check_loadable(folder: Path, where: str | None = None, field: str | None = None) -> None:
+    """Refuse, before transformers is imported, a model folder whose loading could run code of its own:
+    a config naming code (``auto_map``: transformers would import the folder's Python files, or ask on a
+    terminal whether to), Python files, or weights only as a pickle (no model.safetensors)."""
+    where = where or str(folder)
+    for name in ("config.json", "tokenizer_config.json"):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{name} is not JSON ({exc})", where, field=field) from None
+        if not isinstance(config, dict):
+            raise InputError(f"{name} is not a JSON object", where, field=field)
+        if "auto_map" in config:
+            raise InputError(f"{name} names the model's own code (auto_map); retrieval-lab never runs a model's code",
+                             where, field=field)
+    code = sorted(p.name for p in folder.glob("*.py"))
+    if code:
+        raise InputError(f"holds Python files ({', '.join(code)}); retrieval-lab never runs a model's code", where,
+                         field=field)
+    pickled = sorted(p.name for pattern in PICKLED_WEIGHTS for p in folder.glob(pattern))
+    if pickled and not (folder / "model.safetensors").is_file():
+        raise InputError(f"has weights only as a pickle ({', '.join(pickled)}), which can run code when loaded; "
+                         "expected model.safetensors", where, field=field)

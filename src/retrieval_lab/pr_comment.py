@@ -27,6 +27,7 @@ from .core.errors import InputError
 MARKER = "<!-- retrieval-lab-report -->"
 MAX_BODY = 65536  # GitHub refuses longer comment bodies
 PAGE = 100
+MAX_PAGES = 100  # 10,000 comments: far more than a pull request holds
 
 
 class CommentAPI(Protocol):
@@ -134,20 +135,37 @@ class GitHubAPI:
             raise InputError(f"GitHub API {method} {path}: HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
             raise InputError(f"GitHub API {method} {path}: {exc.reason}") from None
-        return json.loads(raw) if raw else None
+        except (TimeoutError, OSError) as exc:  # a connection reset or a timeout while reading the answer
+            raise InputError(f"GitHub API {method} {path}: {exc}") from None
+        try:
+            return json.loads(raw) if raw else None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a proxy's HTML page, a truncated answer
+            raise InputError(f"GitHub API {method} {path}: the answer is not JSON ({exc})") from None
+
+    def _answer(self, method: str, path: str, payload: dict | None, kind: type):
+        out = self._call(method, path, payload)
+        if not isinstance(out, kind) or (kind is dict and not isinstance(out.get("id"), int)):
+            raise InputError(f"GitHub API {method} {path}: expected a JSON {kind.__name__}"
+                             f"{' with an id' if kind is dict else ''}, got {type(out).__name__}")
+        return out
 
     def list_comments(self, number: int) -> list[dict]:
-        comments, page = [], 1
-        while True:
-            batch = self._call("GET", f"{self.base_path}/issues/{int(number)}/comments"
-                                      f"?per_page={PAGE}&page={page}")
+        """Every comment, page by page: at most MAX_PAGES pages (an API that always answers a full page
+        would otherwise be asked forever), each a list of objects."""
+        comments = []
+        for page in range(1, MAX_PAGES + 1):
+            batch = self._answer("GET", f"{self.base_path}/issues/{int(number)}/comments"
+                                        f"?per_page={PAGE}&page={page}", None, list)
+            if not all(isinstance(c, dict) and isinstance(c.get("id"), int) for c in batch):
+                raise InputError(f"GitHub API GET comments page {page}: expected comment objects with an id")
             comments += batch
             if len(batch) < PAGE:
                 return comments
-            page += 1
+        raise InputError(f"pull request #{number} has more than {MAX_PAGES * PAGE} comments (or the API keeps "
+                         "answering full pages): refusing to read on")
 
     def create_comment(self, number: int, body: str) -> dict:
-        return self._call("POST", f"{self.base_path}/issues/{int(number)}/comments", {"body": body})
+        return self._answer("POST", f"{self.base_path}/issues/{int(number)}/comments", {"body": body}, dict)
 
     def update_comment(self, comment_id: int, body: str) -> dict:
-        return self._call("PATCH", f"{self.base_path}/issues/comments/{int(comment_id)}", {"body": body})
+        return self._answer("PATCH", f"{self.base_path}/issues/comments/{int(comment_id)}", {"body": body}, dict)

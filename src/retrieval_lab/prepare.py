@@ -179,6 +179,7 @@ def audit_split(splits: dict[str, Qrels], dataset: Dataset) -> dict:
             "documents_positive_in_several_splits": sorted(d for d, s in doc_splits.items() if len(s) > 1),
             "heldout_positive_documents": len(heldout_positive_docs),
             "same_text_in_several_splits": same_text_across_splits(splits, dataset),
+            "same_text_in_one_split": same_text_within_splits(splits, dataset),
         },
     }
 
@@ -192,6 +193,17 @@ def same_text_across_splits(splits: dict[str, Qrels], dataset: Dataset) -> list[
             by_text[" ".join(dataset.queries[qid].text.split()).casefold()][split].append(qid)
     return [{"text": text, "ids": {s: ids for s, ids in where.items()}}
             for text, where in sorted(by_text.items()) if len(where) > 1]
+
+
+def same_text_within_splits(splits: dict[str, Qrels], dataset: Dataset) -> list[dict]:
+    """Query texts under several ids inside one split (each then counts twice in its means): reported."""
+    out = []
+    for split, qrels in splits.items():
+        by_text: dict[str, list[str]] = defaultdict(list)
+        for qid in sorted(qrels):
+            by_text[" ".join(dataset.queries[qid].text.split()).casefold()].append(qid)
+        out += [{"text": text, "split": split, "ids": ids} for text, ids in sorted(by_text.items()) if len(ids) > 1]
+    return out
 
 
 def _refuse_shared_ids(splits: dict[str, Qrels], raw_dir: Path) -> None:
@@ -231,9 +243,12 @@ def _given_splits(raw_dir: Path, given: list[str], params: PrepareParams) -> tup
     _refuse_shared_ids(splits, raw_dir)
     if named:
         return dataset, splits, f"given (qrels/{named[0]}.tsv)"
+    training = len(splits["train"])
     splits["train"], splits["val"] = carve_validation(splits["train"], params)
     if not splits["val"]:
-        return dataset, splits, "none (prepare.val_from_train is 0)"
+        why = ("prepare.val_from_train is 0" if params.val_from_train == 0 else
+               f"prepare.val_from_train {params.val_from_train:g} of {training} training queries rounds to 0")
+        return dataset, splits, f"none ({why})"
     how = "whole groups of queries sharing positives" if params.val_unseen else "single queries"
     return dataset, splits, f"carved from train: {params.val_from_train:g} of its queries, as {how}"
 
@@ -288,4 +303,6 @@ def prepare(raw_dir: str | Path, out_dir: str | Path, heldout_dir: str | Path, p
         log(note)
     for item in audit["leakage"]["same_text_in_several_splits"]:
         log(f"the same query text under ids {item['ids']}: kept (listed in {AUDIT_FILE})")
+    for item in audit["leakage"]["same_text_in_one_split"]:
+        log(f"the same query text under ids {item['ids']} in {item['split']}: kept (listed in {AUDIT_FILE})")
     return audit

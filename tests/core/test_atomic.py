@@ -40,23 +40,29 @@ def test_directory_replaced_whole_and_marked(tmp_path):
         assert _listing(tmp) == []  # the marker comes after the block: the stage sees an empty folder
         (tmp / "b").write_text("2")
     assert _listing(target) == [MARKER, "b"]
-    assert (target / MARKER).read_text() == MARKER_TEXT
+    assert (target / MARKER).read_text() == MARKER_TEXT + atomic.MANIFEST_HEAD + "b\n"
     assert _listing(tmp_path) == ["dir"]
 
 
+def _leftover(folder, name, content):
+    """What SIGKILL leaves (no finally block ran): a box of atomic's making holding the temporary."""
+    box = folder / name
+    box.mkdir()
+    (box / atomic.TEMPORARY).write_text(atomic.TEMPORARY_TEXT)
+    (box / "half").write_text(content)
+    return box
+
+
 def test_temporaries_of_a_killed_run_are_swept_by_the_next(tmp_path):
-    stale = tmp_path / ".out.tmp-abc123"  # what SIGKILL leaves: no finally block ran
-    stale.mkdir()
-    (stale / "half").write_text("x")
+    _leftover(tmp_path, f".out.{atomic.TMP_TAG}abc123", "x")
     write_text(tmp_path / "out", "whole")
     assert _listing(tmp_path) == ["out"]
 
 
 def test_old_output_set_aside_by_a_killed_run_is_swept_by_the_next(tmp_path):
-    # SIGKILL between the two renames: the previous output sits at .NAME.old-PID, nothing at NAME
-    for name in (".run.trec.old-123", ".dir.old-123"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "x").write_text("previous")
+    # SIGKILL between the two renames: the previous output sits in .NAME.old-retrieval-lab-*, nothing at NAME
+    for name in ("run.trec", "dir"):
+        _leftover(tmp_path, f".{name}.{atomic.OLD_TAG}123", "previous")
     write_text(tmp_path / "run.trec", "new")
     with atomic_path(tmp_path / "dir", is_dir=True):
         pass
@@ -65,11 +71,55 @@ def test_old_output_set_aside_by_a_killed_run_is_swept_by_the_next(tmp_path):
 
 def test_set_aside_old_output_stays_while_the_next_run_fails(tmp_path):
     # until a new output stands, the set-aside one is the only copy left
-    old = tmp_path / ".run.trec.old-123"
-    old.write_text("previous")
+    old = _leftover(tmp_path, f".run.trec.{atomic.OLD_TAG}123", "previous")
     with pytest.raises(RuntimeError), atomic_path(tmp_path / "run.trec"):
         raise RuntimeError("failed")
-    assert old.read_text() == "previous"
+    assert (old / "half").read_text() == "previous"
+
+
+def test_the_sweep_removes_only_what_atomic_made(tmp_path):
+    # issue 42: a user's .out.trec.tmp-backup and .out.trec.old-2024 were deleted by `retrieve --output out.trec`
+    users = {".out.trec.tmp-backup": "backup", ".out.trec.old-2024": "last year",
+             f".out.trec.{atomic.TMP_TAG}mine": "named like ours, no marker"}
+    for name, text in users.items():
+        (tmp_path / name).write_text(text)
+    fake = tmp_path / f".out.trec.{atomic.OLD_TAG}x"  # our name, a marker with other content
+    fake.mkdir()
+    (fake / atomic.TEMPORARY).write_text("not ours")
+    write_text(tmp_path / "out.trec", "run")
+    write_text(tmp_path / "out.trec", "run again")  # the second replaces the first: the old box is swept
+    assert {n: (tmp_path / n).read_text() for n in users} == users
+    assert (fake / atomic.TEMPORARY).read_text() == "not ours"
+    assert _listing(tmp_path) == sorted([*users, fake.name, "out.trec"])
+
+
+def test_folder_output_lists_what_it_holds_and_refuses_a_file_added_later(tmp_path):
+    target = tmp_path / "dir"
+    with atomic_path(target, is_dir=True) as tmp:
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "a").write_text("1")
+    assert (target / MARKER).read_text() == MARKER_TEXT + atomic.MANIFEST_HEAD + "sub/a\n"
+    (target / "notes.md").write_text("the user's")
+    with pytest.raises(InputError, match="holds notes.md, which retrieval-lab did not write"), \
+            atomic_path(target, is_dir=True):
+        pass
+    assert (target / "notes.md").read_text() == "the user's"
+    (target / "notes.md").unlink()
+    with atomic_path(target, is_dir=True) as tmp:  # as written: replaced whole
+        (tmp / "b").write_text("2")
+    assert _listing(target) == [MARKER, "b"]
+
+
+def test_into_folder_replaces_only_the_files_it_wrote(tmp_path):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "diagnosis.md").write_text("the user's notes")
+    with pytest.raises(InputError, match="holds diagnosis.md, which retrieval-lab did not write"):
+        check_outputs({}, into={"--reports": folder}, written={"--reports": ["per_query.json", "diagnosis.md"]})
+    (folder / "diagnosis.md").unlink()
+    write_text(folder / "diagnosis.md", "ours")
+    atomic.record_written(folder, ["diagnosis.md"])
+    check_outputs({}, into={"--reports": folder}, written={"--reports": ["per_query.json", "diagnosis.md"]})
 
 
 @pytest.fixture
@@ -269,7 +319,10 @@ def test_check_outputs_allows_what_the_pipeline_does(tmp_path):
     root = tmp_path / "reports"
     root.mkdir()
     check_outputs({"--reports-root": root, "--params": tmp_path / "params.yaml"},
-                  files={"--output": tmp_path / "compare.json", "--markdown": root / "compare.md"})
+                  files={"--output": tmp_path / "compare.json", "--markdown": root / "compare.md"},
+                  kinds={"--reports-root": "root"})
+    with pytest.raises(InputError, match="lies inside the input --raw"):  # a dataset folder is no root
+        check_outputs({"--raw": root}, files={"--output": root / "corpus.jsonl"})
     check_outputs({"--run": tmp_path / "r.trec"}, files={"--metrics": root / "x" / "m.json"},
                   into={"--reports": root / "x"})
     check_outputs({}, files={"--checkpoint": tmp_path / "m.checkpoint" / "state.pt"},

@@ -352,3 +352,27 @@ def test_dotted_items_are_the_keys_set_takes_and_undo_the_nesting():
                     "dataset": "support"}
     # --set key=value over an empty mapping, for every item, rebuilds the mapping
     assert apply_overrides({}, [f"{key}={value}" for key, value in flat.items()]) == nested
+
+
+@pytest.mark.parametrize(("section", "name"), [
+    ("train.variants", ".."), ("train.variants", "../../../../victim"), ("train.variants", "a/b"),
+    ("dense.models", ".."), ("dense.models", "../x"), ("fusion.methods", ".."), ("fusion.methods", "/etc"),
+])
+def test_names_that_would_leave_their_folder_are_refused(tmp_path, section, name):
+    # issue 42: these keys become dvc.yaml paths (models/finetuned/<dataset>/<variant>, ...)
+    key, sub = section.split(".")
+    value = {"train": {"negatives": "hard", "temperature": 0.05}, "dense": "builtin",
+             "fusion": {"value": 60.0, "grid": [60.0]}}[key]
+    path = tmp_path / "p.yaml"
+    import yaml
+
+    path.write_text(yaml.safe_dump({key: {sub: {name: value}}}))
+    with pytest.raises(InputError, match="is not letters, digits"):
+        load_params(path)
+
+
+def test_an_unknown_fusion_method_is_refused_by_the_registry(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("fusion: {methods: {zzz: {value: 1, grid: [1]}}}\n")
+    with pytest.raises(InputError, match=r"fusion.methods.zzz': unknown fusion method 'zzz' \(choices: rrf, weighted\)"):
+        load_params(path)

@@ -377,3 +377,39 @@ def test_the_report_page_shows_the_gate_and_each_revisions_ranking(repo, tmp_pat
         assert "vocabulary_gap" in page.text_content("#diagnosis")  # the head's class, in words
         assert opened.requests == [opened.url] and opened.errors == []
         screenshot(page, "report-page.png")
+
+
+def test_a_trailing_slash_on_the_metrics_root_does_not_open_the_gate(repo, tmp_path):
+    # issue 42: `--metrics-root metrics/support/` said "No change" and exited 0 while nDCG@10 fell
+    copy = _workspace_copy(repo, tmp_path, "regressed")
+    per_query = copy / "reports" / "toy" / "bm25" / "per_query.json"
+    per_query.write_text(_read_at_main(copy, "reports/toy/bm25/per_query.json"))
+    for spelling in ("metrics/toy/", "./metrics/toy", "metrics//toy"):
+        code, lines = _report_workspace(copy, tmp_path / "pr", "--metrics-root", spelling,
+                                        "--reports-root", "reports/toy/")
+        assert code == 3, spelling
+        assert lines[0].startswith("**Cannot judge**: bm25: per-query results identical but metrics/toy/bm25.json")
+
+
+def test_queries_that_vanish_at_head_cannot_be_judged(repo, tmp_path, capsys):
+    # issue 42: the queries on which the head regressed vanish from per_query.json while the means fall
+    import json
+
+    copy = _workspace_copy(repo, tmp_path, "regressed")
+    per_query = copy / "reports" / "toy" / "bm25" / "per_query.json"
+    data = json.loads(per_query.read_text())
+    data["queries"] = {q: e for q, e in data["queries"].items() if int(q[1:]) not in REGRESSED}
+    per_query.unlink()  # a DVC link into the cache: replaced, never written through
+    per_query.write_text(json.dumps(data))
+    code, lines = _report_workspace(copy, tmp_path / "pr")
+    assert code == 3
+    assert lines[0] == ("**Cannot judge**: bm25: the judged queries changed: 12 at base only (vanished at head), "
+                        "0 at head only, 28 in common; --allow-query-change compares the common ones.")
+    # allowed, the common queries are compared, but the gated means fell: still blind
+    code, lines = _report_workspace(copy, tmp_path / "pr", "--allow-query-change")
+    assert code == 3
+    assert lines[0] == ("**Cannot judge**: bm25: the judged queries changed and metrics/toy/bm25.json fell by more "
+                        "than the tolerance (nDCG@10 1.0000 → 0.7000, RR@10 1.0000 → 0.7000): the common queries "
+                        "cannot say whether that is a loss.")
+    assert "Judged queries changed for bm25 (allowed by --allow-query-change): 12 vanished at head, 0 new; " \
+           "compared on the 28 in common." in lines

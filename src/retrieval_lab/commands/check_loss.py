@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..core.guard import Paths
 from .arguments import check_columns, comma_floats, comma_ints, signed_row
 
 HELP = "check multi_positive_nce's gradient on a small row (autograd vs softmax difference vs finite differences)"
+PATHS = Paths()
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

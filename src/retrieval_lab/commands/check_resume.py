@@ -7,10 +7,14 @@ import json
 import sys
 import tempfile
 
+from ..core.guard import FILE, FOLDER, Paths, base_model_input
 from ..core.params import base_model
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, params_of
 
 HELP = "train a tiny setting straight and stopped+resumed; check steps, data order, losses, weights (JSON report)"
+PATHS = Paths(inputs={"--dataset": FOLDER, "--negatives": FILE}, outputs={"--output": FILE},
+              words=("--variant", "--device"), derive=base_model_input)
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -34,8 +38,6 @@ def run(args: argparse.Namespace) -> int:
 
     params = params_of(args)
     model, where = base_model(params)
-    check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives, where: model},
-                files={"--output": args.output})
     spec = TrainSpec.from_params(params.train, args.variant, max_steps=args.steps, batch_size=args.batch_size,
                                  max_seq_length=args.max_length)
     dataset = load_dataset(args.dataset)

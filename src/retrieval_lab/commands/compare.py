@@ -4,10 +4,29 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, FOLDER, ROOT, Found, Paths
+from ..core.params_cli import add_params_args, params_of
 
 HELP = ("paired comparison of run pairs (compare.pairs) from their per_query.json: simultaneous randomization "
         "intervals across the pairs, adjusted p, MDE, win/tie/loss")
+
+
+def _per_query_files(args: argparse.Namespace) -> Found:
+    """What compare reads below --reports-root: <run>/per_query.json of the --runs given, else of every run."""
+    from pathlib import Path
+
+    from ..report_files import PER_QUERY
+
+    root = Path(args.reports_root)
+    files = ([root / name / PER_QUERY for name in args.runs] if args.runs
+             else sorted(root.glob(f"*/{PER_QUERY}")) if root.is_dir() else [])
+    return Found(inputs={"--reports-root": [(path, FILE) for path in files]})
+
+
+# the root may hold compare's own outputs (dvc.yaml: reports/<dataset>/compare.md), never be one
+PATHS = Paths(inputs={"--reports-root": ROOT, "--runs-root": FOLDER, "--dataset": FOLDER, "--qrels": FILE},
+              outputs={"--output": FILE, "--markdown": FILE, "--html": FILE},
+              words=("--runs",), derive=_per_query_files)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,8 +54,6 @@ def run(args: argparse.Namespace) -> int:
         lacking = [flag for flag, value in page_inputs.items() if not value]
         if lacking:
             raise InputError(f"--html needs {', '.join(lacking)}", field="--html")
-    check_paths(args, {"--reports-root": args.reports_root, **(page_inputs if args.html else {})},
-                files={"--output": args.output, "--markdown": args.markdown, "--html": args.html})
     ev = params.evaluate
     result = compare(args.reports_root, params.compare.pairs, params.compare.measure, ev.ci_level,
                      ev.permutations, ev.seed, args.runs)

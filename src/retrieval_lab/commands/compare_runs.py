@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.guard import FILE, Paths
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("compare two TREC runs on the same qrels: difference, simultaneous interval across the measures, "
         "adjusted p, MDE, win/tie/loss, verdict")
+PATHS = Paths(inputs={"qrels": FILE, "base": FILE, "head": FILE}, words=("measures",))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

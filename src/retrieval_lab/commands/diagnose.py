@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, FOLDER, Paths
+from ..core.params_cli import add_params_args, params_of
 
 HELP = ("why each query without a positive in the top k failed (no candidates, vocabulary gap, surface "
         "homonymy, late rank), for any run on any BEIR folder: markdown, or --json")
@@ -16,6 +17,8 @@ command reads nothing else and writes only --output (or standard output). "relev
 beside a top document means the qrels do not judge it: with qrels that list only relevant
 documents (most BEIR sets) every wrong document is unjudged, so it may also be a missed
 relevant one."""
+PATHS = Paths(inputs={"--dataset": FOLDER, "--run": FILE, "--qrels": FILE}, outputs={"--output": FILE},
+              words=("--split",))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,8 +46,6 @@ def run(args: argparse.Namespace) -> int:
     from ..runs import check_documents, read_run
 
     params = params_of(args)
-    check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels},
-                files={"--output": args.output} if args.output else None)
     k = params.evaluate.diagnose_k if args.k is None else args.k
     if k < 1:
         raise InputError(f"k must be positive, got {k}", field="-k")

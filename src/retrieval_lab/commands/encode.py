@@ -2,10 +2,14 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.guard import FILE, FOLDER, Found, Paths, base_model_input
 from ..core.params import base_model
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, params_of
 
 HELP = "encode a BEIR folder's documents and queries with a dense model into an embeddings folder"
+PATHS = Paths(inputs={"--dataset": FOLDER, "--model": FILE}, outputs={"--output": FOLDER},
+              derive=lambda args: Found() if args.model else base_model_input(args))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +30,6 @@ def run(args: argparse.Namespace) -> int:
 
     params = params_of(args)
     spec, where = (args.model, "--model") if args.model else base_model(params)
-    check_paths(args, {"--dataset": args.dataset, where: spec}, folders={"--output": args.output})
     dataset = load_dataset(args.dataset)  # a bad folder fails before the model loads
     dist_info, device = init_distributed(params.dense.device)
     encoder = load(spec, device, where)

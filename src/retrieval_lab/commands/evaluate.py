@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, FOLDER, INTO, Paths
+from ..core.params_cli import add_params_args, params_of
+from ..report_files import EVALUATE
 
 HELP = ("measure one run on one split of a BEIR folder (raw or prepared) and diagnose its failed queries: "
         "metrics JSON, per-query values, diagnosis.md")
@@ -19,6 +21,8 @@ The failure diagnosis of every query without a positive in the top evaluate.diag
 written to REPORTS/diagnosis.md (and .json). Judged@k (always reported) is the share of the top k
 that the qrels judge: with qrels that list only relevant documents it is low for every run, and
 the measures count unjudged documents as misses. To only measure runs, see score-runs."""
+PATHS = Paths(inputs={"--dataset": FOLDER, "--run": FILE, "--qrels": FILE, "--timing": FILE},
+              outputs={"--metrics": FILE, "--reports": INTO}, written={"--reports": EVALUATE}, words=("--split",))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -40,12 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..evaluation import NO_TRAINING_SPLIT, run_evaluation
-    from ..report_files import DIAGNOSIS_MD, EVALUATE
+    from ..report_files import DIAGNOSIS_MD
 
     params = params_of(args)
-    check_paths(args, {"--dataset": args.dataset, "--run": args.run, "--qrels": args.qrels, "--timing": args.timing},
-                files={"--metrics": args.metrics}, into={"--reports": args.reports},
-                written={"--reports": EVALUATE})
     result = run_evaluation(args.dataset, args.split, args.run, args.metrics, args.reports, params,
                             log=lambda line: print(f"evaluate: {line}"), qrels_path=args.qrels,
                             timing_path=args.timing)

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, Paths
+from ..core.params_cli import add_params_args, params_of
 
 HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on validation qrels"
+PATHS = Paths(inputs={"--runs": FILE, "--qrels": FILE}, outputs={"--output": FILE, "--report": FILE},
+              words=("--method",))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +31,6 @@ def run(args: argparse.Namespace) -> int:
     from ..runs import read_run, write_run
 
     params = params_of(args).fusion
-    check_paths(args, {"--runs": args.runs, "--qrels": args.qrels},
-                files={"--output": args.output, "--report": args.report})
     if len(args.runs) < 2:
         raise InputError(f"need at least 2 runs, got {len(args.runs)}", field="--runs")
     runs = [read_run(path) for path in args.runs]

@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FOLDER, Paths
+from ..core.params_cli import add_params_args, params_of
 
 HELP = "write the synthetic IT-support knowledge base as a BEIR folder (qrels/all.tsv)"
+PATHS = Paths(outputs={"--output": FOLDER})
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -16,7 +19,6 @@ def run(args: argparse.Namespace) -> int:
     from ..generate import generate, write_generated
 
     params = params_of(args).generate
-    check_paths(args, {}, folders={"--output": args.output})
     data = generate(params, args.params)
     write_generated(args.output, data)
     paraphrased = sum(q.metadata["style"] == "paraphrase" for q in data.queries.values())

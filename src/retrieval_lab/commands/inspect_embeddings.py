@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.guard import FILE, FOLDER, Paths
 from ..core.params import base_model
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("show N queries' and N documents' texts, embedding dimension and norm, and nearest documents "
         "by cosine; with --compare-model, base vs fine-tuned neighbours side by side")
+PATHS = Paths(inputs={"--dataset": FOLDER, "--model": FILE, "--compare-model": FILE}, words=("--split",))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

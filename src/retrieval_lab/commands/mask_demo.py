@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 
 from ..core.errors import InputError
+from ..core.guard import Paths
 from .arguments import check_columns, comma_floats, comma_ints, signed_row
 
 HELP = "show a second positive's gradient flip sign (pushed down) under a diagonal-style mask"
+PATHS = Paths()
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

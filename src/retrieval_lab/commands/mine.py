@@ -7,12 +7,16 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.params_cli import add_params_args, params_of
 
 if TYPE_CHECKING:
     from ..mining import Audit
+from ..core.guard import FILE, FOLDER, Paths
 
 HELP = "mine training negatives from a run (hard | random) and audit them; or audit an existing file"
+PATHS = Paths(inputs={"--dataset": FOLDER, "--run": FILE, "--audit": FILE}, outputs={"--output": FOLDER},
+              words=("--strategy",))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -71,7 +75,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --{', --'.join(missing)} required (or --audit FILE)", file=sys.stderr)
         return 2
     check_strategy(args.strategy)
-    check_paths(args, {"--dataset": args.dataset, "--run": args.run}, folders={"--output": args.output})
     try:
         audit = mine_to_dir(read_run(args.run), dataset, params, args.strategy, args.output, args.run)
     except MiningAuditError as exc:

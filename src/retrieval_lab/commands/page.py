@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, FOLDER, Paths
+from ..core.params_cli import add_params_args, params_of
 
 HELP = ("self-contained HTML page comparing two TREC runs query by query: rankings side by side, "
         "rank-biased overlap, and with --qrels the measures, intervals and failure classes")
+PATHS = Paths(inputs={"base": FILE, "head": FILE, "--qrels": FILE, "--dataset": FOLDER}, outputs={"--output": FILE},
+              words=("--measure",))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +35,6 @@ def run(args: argparse.Namespace) -> int:
     if args.depth is not None and args.depth < 1:
         raise InputError(f"expected a depth >= 1, got {args.depth}", field="--depth")
     params = params_of(args)
-    check_paths(args, {"BASE": args.base, "HEAD": args.head, "--qrels": args.qrels, "--dataset": args.dataset},
-                files={"--output": args.output})
     page = runs_page(args.base, args.head, params, args.qrels, args.dataset, args.measures, args.depth)
     write_page(args.output, page)
     print(f"wrote {args.output} ({len(page.query_ids)} queries, {len(page.doc_ids)} documents)")

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import check_paths
+from ..core.guard import FILE, FOLDER, Paths
 
 HELP = "pool the top K of several runs for judging (--runs), or merge a labelled pool into qrels (--merge)"
+PATHS = Paths(inputs={"--runs": FILE, "--merge": FILE, "--dataset": FOLDER, "--qrels": FILE},
+              outputs={"--output": FILE})
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -39,8 +42,6 @@ def _pool(args: argparse.Namespace) -> int:
 
     if args.dataset is None or args.depth is None:
         raise InputError("pooling needs --dataset and --depth", field="--runs")
-    check_paths(args, {"--runs": args.runs, "--dataset": args.dataset, "--qrels": args.qrels},
-                files={"--output": args.output})
     stems = [Path(p).stem for p in args.runs]
     if len(set(stems)) != len(stems):
         raise InputError(f"run file stems must differ (they name the retrievers): {stems}", field="--runs")
@@ -57,8 +58,6 @@ def _merge(args: argparse.Namespace) -> int:
     from ..core.data import read_qrels, write_qrels
     from ..judgment_pool import merge, read_labels
 
-    check_paths(args, {"--merge": args.merge, "--dataset": args.dataset, "--qrels": args.qrels},
-                files={"--output": args.output})
     queries, corpus = _load_corpus_and_queries(args.dataset) if args.dataset else (None, None)
     labels = read_labels(args.merge, args.min_label, args.max_label, queries, corpus)
     existing = read_qrels(args.qrels) if args.qrels else {}

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.guard import FILE, Paths
+
 HELP = "keep one pull-request comment with the report up to date (found by a hidden marker); token in GITHUB_TOKEN"
+PATHS = Paths(inputs={"--body-file": FILE}, words=("--repository", "--api-url", "--page-url"))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

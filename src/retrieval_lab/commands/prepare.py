@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FOLDER, Paths
+from ..core.params_cli import add_params_args, params_of
 
 HELP = ("split a BEIR folder into train/val/test (by family, or the given splits), audit it for leakage; "
         "the test qrels go to their own folder")
+PATHS = Paths(inputs={"--raw": FOLDER}, outputs={"--output": FOLDER, "--heldout": FOLDER})
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +25,6 @@ def run(args: argparse.Namespace) -> int:
     from ..prepare import prepare
 
     params = params_of(args)
-    check_paths(args, {"--raw": args.raw}, folders={"--output": args.output, "--heldout": args.heldout})
     audit = prepare(args.raw, args.output, args.heldout, params.prepare, log=lambda line: print(f"prepare: {line}"))
     counts = ", ".join(f"{s}: {v['queries']} queries / {v['families']} families"
                        for s, v in audit["splits"].items())

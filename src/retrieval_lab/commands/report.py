@@ -4,12 +4,32 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FOLDER, ROOT, Found, Paths
+from ..core.params_cli import add_params_args, params_of
+from ..exit_codes import CANNOT_JUDGE, REGRESSION
 
-REGRESSION, CANNOT_JUDGE = 1, 3  # 2 is every command's bad-input exit (cli.main)
 HELP = ("markdown report and per-query comparison page (report.html) of what a revision changed: verdict, "
         "simultaneous intervals of the key measures, losses by failure class, plots, metrics diff; --fail-on-regression exits 1 on a real regression "
         "and 3 when it cannot judge (per-query results missing, or identical while the metrics changed)")
+
+
+def _result_folders(args: argparse.Namespace) -> Found:
+    """The reports, metrics and dvclive folders inside --repo that the workspace revision is read from."""
+    from pathlib import Path
+
+    from ..reporting.gather import ReportPaths
+
+    default = ReportPaths.defaults(params_of(args).dataset)
+    roots = (args.reports_root or default.reports, args.metrics_root or default.metrics,
+             args.dvclive_root or default.dvclive)
+    return Found(inputs={flag: [(Path(args.repo) / root, FOLDER)]
+                         for flag, root in zip(("--reports-root", "--metrics-root", "--dvclive-root"), roots)})
+
+
+# --repo holds the output (reports/pr), never is or lies in it; the result folders are inputs
+PATHS = Paths(inputs={"--repo": ROOT}, outputs={"--output": FOLDER}, words=("--base", "--head", "--reports-root", "--metrics-root", "--dvclive-root"),  # the last three: _result_folders
+              derive=_result_folders)
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                              f"-tolerance; exit {CANNOT_JUDGE} when a retriever cannot be judged (its per-query "
                              "results missing at either revision, identical while its metrics changed, or "
                              "sharing no query); exit 2 on bad input. A regression seen wins over a blind spot")
+    parser.add_argument("--allow-query-change", action="store_true",
+                        help="judge a retriever whose judged queries differ between the revisions on the queries "
+                             f"both have (and say how many vanished) instead of exiting {CANNOT_JUDGE}")
     parser.add_argument("--tolerance", type=float, default=0.0, metavar="T",
                         help="losses the gate accepts: it fails only when the interval's upper end is below -T "
                              "(a finite number >= 0; default 0)")
@@ -38,19 +61,21 @@ def run(args: argparse.Namespace) -> int:
     from ..reporting.gather import ReportPaths
 
     params = params_of(args)
-    check_paths(args, {"--repo": args.repo}, into={"--output": args.output})
     default = ReportPaths.defaults(params.dataset)
     paths = ReportPaths(args.reports_root or default.reports, args.metrics_root or default.metrics,
                         args.dvclive_root or default.dvclive, default.runs, default.prepared, default.qrels)
     result = build_report(args.base, args.head, args.output, params, repo=args.repo,
-                          tolerance=args.tolerance, paths=paths)
+                          tolerance=args.tolerance, paths=paths, allow_query_change=args.allow_query_change)
     print(f"wrote {args.output}/report.md and {result['page']} ({len(result['retrievers'])} retrievers changed, "
           f"{len(result['unchanged'])} unchanged, {len(result['plots'])} plots)")
     for r in result["regressions"]:
         print(f"REGRESSION: {r['retriever']} {r['measure']} {r['mean_difference']:+.4f} "
               f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}] lies entirely below {(-args.tolerance or 0.0):g}")
+    for r in result["query_changes"]:
+        print(f"QUERIES CHANGED: {r['retriever']}: {r['vanished']} vanished at head, {r['new']} new; compared on "
+              f"the {r['common']} in common (--allow-query-change)")
     for r in result["cannot_judge"]:
         print(f"CANNOT JUDGE: {r['retriever']}: {r['reason']}")
     if not args.fail_on_regression:
         return 0
-    return REGRESSION if result["regressions"] else CANNOT_JUDGE if result["cannot_judge"] else 0
+    return result["gate"]

@@ -2,11 +2,28 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params import base_model
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, FOLDER, Found, Paths, base_model_input
+from ..core.params_cli import add_params_args, params_of
 
 HELP = ("rank documents for each query with one retriever (bm25, lsa, dense, or your own: external) and write a "
         "TREC run, with its per-query latency (--timing)")
+
+
+def _derived(args: argparse.Namespace) -> Found:
+    """The base model params.yaml names, and an external retriever's files (external.NAME.path)."""
+    from pathlib import Path
+
+    found = base_model_input(args)
+    if args.external:
+        external = params_of(args).external.get(args.external)
+        if external is not None:
+            found.inputs[f"external.{args.external}.path"] = [(Path(external.path), FILE)]
+    return found
+
+
+PATHS = Paths(inputs={"--dataset": FOLDER, "--embeddings": FOLDER}, outputs={"--output": FILE, "--timing": FILE},
+              words=("--retriever", "--split", "--external"), derive=_derived)
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -54,12 +71,6 @@ def run(args: argparse.Namespace) -> int:
     from ..core.errors import InputError
 
     params = params_of(args)
-    spec, where = base_model(params)
-    external = params.external.get(args.external) if args.external else None
-    inputs = {"--dataset": args.dataset, "--embeddings": args.embeddings, where: spec}
-    if external is not None:
-        inputs[f"external.{args.external}.path"] = external.path
-    check_paths(args, inputs, files={"--output": args.output, "--timing": args.timing})
     cls = retrievers.get(args.retriever)
     if (args.retriever == "external") != (args.external is not None):
         raise InputError("--external NAME goes with --retriever external, and only with it", field="--external")

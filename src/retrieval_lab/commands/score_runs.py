@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.guard import FILE, Paths
+
 HELP = "trec_eval-style: measure TREC run files against qrels (TREC or BEIR tsv): nDCG@10, R@100, AP, ..."
+PATHS = Paths(inputs={"qrels": FILE, "runs": FILE}, words=("measures",))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

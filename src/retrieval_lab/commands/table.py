@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, ROOT, Paths
+from ..core.params_cli import add_params_args, params_of
 
 HELP = ("one table over experiments (workspace, git revisions, DVC experiments; none checked out): collection x "
         "retriever, mean ± sd over seeds, simultaneous intervals against a baseline, an average row; markdown, "
         "CSV, PNG")
+PATHS = Paths(inputs={"--from-inputs": FILE, "--repo": ROOT},
+              outputs={"--markdown": FILE, "--csv": FILE, "--plot": FILE, "--inputs": FILE},
+              words=("--experiments", "--runs", "--baseline"))
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +41,6 @@ def run(args: argparse.Namespace) -> int:
     from ..experiments_table import build, check_inputs, gather, plot, to_csv, to_markdown
 
     params = params_of(args)
-    check_paths(args, {"--from-inputs": args.from_inputs},
-                files={"--markdown": args.markdown, "--csv": args.csv, "--plot": args.plot, "--inputs": args.inputs})
     if args.from_inputs:
         try:
             with open(require_file(args.from_inputs), encoding="utf-8") as f:

@@ -6,10 +6,31 @@ import argparse
 import json
 import os
 
-from ..core.params import base_model
-from ..core.params_cli import add_params_args, check_paths, params_of
+from ..core.guard import FILE, FOLDER, Found, Paths, base_model_input
+from ..core.params_cli import add_params_args, params_of
 
 HELP = "fine-tune the base encoder on mined negatives; save the model and the dataset's embeddings"
+
+
+def _derived(args: argparse.Namespace) -> Found:
+    """The default checkpoint (with --stop-after), --resume unless it is that checkpoint, the base model."""
+    from pathlib import Path
+
+    from ..training.checkpoint import default_checkpoint
+
+    checkpoint = args.checkpoint or (default_checkpoint(args.model_out) if args.stop_after is not None else None)
+    # resuming from the checkpoint this run goes on writing is reading back what the stage wrote
+    same = args.resume and checkpoint and Path(args.resume).resolve() == Path(checkpoint).resolve()
+    base = base_model_input(args)
+    inputs = {**base.inputs, **({"--resume": [(Path(args.resume), FILE)]} if args.resume and not same else {})}
+    return Found(inputs=inputs, outputs={"--checkpoint": (Path(checkpoint), FILE)} if checkpoint else {})
+
+
+PATHS = Paths(inputs={"--dataset": FOLDER, "--negatives": FILE, "--base-embeddings": FOLDER},
+              outputs={"--model-out": FOLDER, "--embeddings-out": FOLDER, "--live-dir": FOLDER},
+              words=("--variant", "--resume", "--checkpoint"),  # the last two: paths that _derived declares
+              derive=_derived)
+
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -30,28 +51,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_params_args(parser)
 
 
-def _check_paths(args: argparse.Namespace, params) -> None:
-    from pathlib import Path
-
-    from ..training.checkpoint import default_checkpoint
-
-    checkpoint = args.checkpoint or (default_checkpoint(args.model_out) if args.stop_after is not None else None)
-    # resuming from the checkpoint this run goes on writing is reading back what the stage wrote
-    same = args.resume and checkpoint and Path(args.resume).resolve() == Path(checkpoint).resolve()
-    spec, where = base_model(params)
-    check_paths(args, {"--dataset": args.dataset, "--negatives": args.negatives,
-                       "--base-embeddings": args.base_embeddings, "--resume": None if same else args.resume,
-                       where: spec},
-                files={"--checkpoint": checkpoint},
-                folders={"--model-out": args.model_out, "--embeddings-out": args.embeddings_out,
-                         "--live-dir": args.live_dir})
-
-
 def run(args: argparse.Namespace) -> int:
     from ..training import run_training
 
     params = params_of(args)
-    _check_paths(args, params)
     result = run_training(params, args.dataset, args.negatives, args.variant, args.model_out,
                           args.embeddings_out, args.live_dir, base_embeddings=args.base_embeddings,
                           stop_after=args.stop_after, resume=args.resume,

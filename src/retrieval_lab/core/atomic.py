@@ -24,17 +24,20 @@ from pathlib import Path
 from .errors import InputError
 
 HOLD_ENV = "RETRIEVAL_LAB_HOLD_BEFORE_RENAME"  # seconds to wait, output complete, before renaming
-MARKER = ".retrieval-lab-output"  # inside every folder output: this folder may be replaced whole
+MARKER = ".retrieval-lab-output"  # inside every folder output: what retrieval-lab wrote there (its manifest)
 MARKER_TEXT = "retrieval-lab wrote this folder and replaces it whole when the stage runs again.\n"
+MANIFEST_HEAD = "files:\n"  # after MARKER_TEXT: one relative path a line, every file the folder output holds
+WRITTEN = ".retrieval-lab-written"  # inside a folder files are written into: the names retrieval-lab wrote
+WRITTEN_TEXT = "retrieval-lab wrote the files below into this folder and replaces only them.\n"
+# temporaries and set-aside old outputs: a folder of this name holding TEMPORARY with TEMPORARY_TEXT; the
+# sweep removes nothing else (a user's ``.out.trec.tmp-backup`` is not ours)
+TEMPORARY = ".retrieval-lab-temporary"
+TEMPORARY_TEXT = "retrieval-lab: a temporary output or a set-aside old one; removed by the next run.\n"
+TMP_TAG, OLD_TAG = "tmp-retrieval-lab-", "old-retrieval-lab-"
 
 PathArg = str | os.PathLike
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
+REPLACED: list[str] = []  # outputs renamed into place by this process, in order (the CLI's error names them)
+SYSTEM_FOLDERS = (Path("/dev"), Path("/proc"), Path("/sys"))  # never an output, whatever links lead there
 
 
 def _umask() -> int:
@@ -79,19 +82,35 @@ def check_replaceable(target: PathArg, is_dir: bool = False, field: str | None =
     where = str(target)
     path = _absolute(target)
     _not_working_folder(target, field)
+    for system in SYSTEM_FOLDERS:  # /dev/stdout is a link there: replacing it would break the machine's stdout
+        if _within(path, system) or _within(Path(os.path.realpath(path)), system):
+            raise InputError(f"lies in {system}, the system's device and process files; refusing to replace it",
+                             where, field=field)
     for parent in path.parents:
         if _exists(parent) and not parent.is_dir():
             raise InputError(f"its parent {parent} is a file, not a folder", where, field=field)
-    if not _exists(path) or path.is_symlink():  # replacing a link keeps what it points to
+    if path.is_symlink():  # replacing a link keeps what it points to: a link to a file, a folder or nothing
+        reached = Path(os.path.realpath(path))
+        if _exists(reached) and not (reached.is_file() or (is_dir and reached.is_dir())):
+            raise InputError(f"is a link to {reached}, not a {'folder' if is_dir else 'file'} (a device, pipe or "
+                             "socket); refusing to replace it", where, field=field)
+        return
+    if not _exists(path):
         return
     if is_dir:
         if not path.is_dir():
             raise InputError("is a file, not a folder retrieval-lab wrote; refusing to replace it",
                              where, field=field)
-        if (path / MARKER).is_file() or not any(path.iterdir()):
+        if not any(path.iterdir()):
             return
-        raise InputError(f"is a folder holding files retrieval-lab did not write (no {MARKER}); "
-                         "refusing to replace it", where, field=field)
+        strangers = unlisted_files(path)
+        if strangers is None:
+            raise InputError(f"is a folder holding files retrieval-lab did not write (no {MARKER} of its making); "
+                             "refusing to replace it", where, field=field)
+        if strangers:
+            raise InputError(f"holds {strangers[0]}, which retrieval-lab did not write (not in its {MARKER}); "
+                             "refusing to replace the folder", where, field=field)
+        return
     if path.is_dir():
         raise InputError("is a folder, and this output is a file; refusing to replace it", where, field=field)
     if not path.is_file():
@@ -99,69 +118,118 @@ def check_replaceable(target: PathArg, is_dir: bool = False, field: str | None =
                          where, field=field)
 
 
+def _files_below(folder: Path) -> list[str]:
+    """Every file and link below ``folder`` (links not followed), as relative POSIX paths."""
+    out = []
+    for root, dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        out += [(rel / name).as_posix() for name in files]
+        out += [(rel / name).as_posix() for name in dirs if (Path(root) / name).is_symlink()]
+    return sorted(out)
+
+
+def manifest_text(folder: Path) -> str:
+    """:data:`MARKER`'s content for a finished folder output: the text, then every file it holds."""
+    return MARKER_TEXT + MANIFEST_HEAD + "".join(f"{name}\n" for name in _files_below(folder) if name != MARKER)
+
+
+def unlisted_files(folder: Path) -> list[str] | None:
+    """Files in a folder output that its :data:`MARKER` does not list (None: no readable marker of ours).
+
+    A marker holding only :data:`MARKER_TEXT` (written before manifests existed) lists nothing and
+    vouches for the whole folder, as it did then.
+    """
+    marker = folder / MARKER
+    if marker.is_symlink() or not marker.is_file():
+        return None
+    try:
+        text = marker.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text == MARKER_TEXT:
+        return []
+    if not text.startswith(MARKER_TEXT + MANIFEST_HEAD):
+        return None
+    listed = set(text[len(MARKER_TEXT + MANIFEST_HEAD):].splitlines())
+    return [name for name in _files_below(folder) if name != MARKER and name not in listed]
+
+
+def written_names(folder: Path) -> set[str] | None:
+    """The names :data:`WRITTEN` in ``folder`` lists (None: no such file of ours)."""
+    record = folder / WRITTEN
+    if record.is_symlink() or not record.is_file():
+        return None
+    try:
+        text = record.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return set(text[len(WRITTEN_TEXT):].splitlines()) if text.startswith(WRITTEN_TEXT) else None
+
+
+def check_into(folder: PathArg, names: Iterable[str], field: str | None = None) -> None:
+    """Refuse to write ``names`` into ``folder`` where one of them is there and retrieval-lab did not write it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    ours = written_names(folder) or set()
+    for name in names:
+        if _exists(folder / name) and name not in ours:
+            raise InputError(f"holds {name}, which retrieval-lab did not write (not listed in {WRITTEN}); "
+                             "refusing to replace it", str(folder), field=field)
+
+
+def record_written(folder: PathArg, names: Iterable[str]) -> None:
+    """Add ``names`` to ``folder``'s :data:`WRITTEN` (written atomically), once they are in place."""
+    folder = Path(folder)
+    names = sorted((written_names(folder) or set()) | set(names))
+    write_text(folder / WRITTEN, WRITTEN_TEXT + "".join(f"{n}\n" for n in names))
+
+
 def check_outputs(inputs: Mapping[str, PathArg | list[PathArg] | None],
                   files: Mapping[str, PathArg | None] | None = None,
                   folders: Mapping[str, PathArg | None] | None = None,
                   into: Mapping[str, PathArg | None] | None = None,
-                  written: Mapping[str, Iterable[str]] | None = None) -> None:
-    """Refuse, before any work, outputs that would destroy an input or something no stage wrote.
+                  written: Mapping[str, Iterable[str]] | None = None,
+                  kinds: Mapping[str, str] | None = None) -> None:
+    """Refuse, before any work, outputs that would destroy an input or something no stage wrote:
+    :func:`core.guard.check_paths` (the one guard; commands declare their paths to it instead)."""
+    from .guard import check_paths
 
-    Each mapping goes from a command-line flag to its path (``None``: not given; an input may have a
-    list of paths). ``files`` and ``folders`` are replaced whole (:func:`atomic_path`); ``into`` are
-    folders that files are written into, and ``written`` names, per ``into`` flag, the files written
-    there: each is checked as a file output, so that none replaces an input, another output or a folder.
-    An output may not be an input, contain one, or overlap another output; files and folders must
-    pass :func:`check_replaceable`.
-    """
-    def given(mapping):
-        return {flag: Path(path) for flag, path in (mapping or {}).items() if path is not None}
-
-    files, folders, into = given(files), given(folders), given(into)
-    files.update({f"{flag}/{name}": into[flag] / name
-                  for flag, names in (written or {}).items() if flag in into for name in names})
-    # inputs followed through links; an output's own last part not (replacing a link keeps its target)
-    ins = [(flag, Path(p), Path(p).resolve()) for flag, paths in inputs.items() if paths is not None
-           for p in (paths if isinstance(paths, list) else [paths])]
-    resolved = {flag: _absolute(path) for flag, path in {**files, **folders, **into}.items()}
-    for flag, path in {**files, **folders}.items():
-        _not_working_folder(path, flag)
-    for flag, path in {**files, **folders}.items():
-        for in_flag, in_path, real in ins:
-            if _within(real, resolved[flag]):
-                what = "is" if real == resolved[flag] else "contains"
-                raise InputError(f"{what} the input {in_flag} ({in_path}); an output never replaces an input",
-                                 str(path), field=flag)
-    for flag, path in into.items():
-        for in_flag, in_path, real in ins:
-            if real == resolved[flag]:
-                raise InputError(f"is the input {in_flag} ({in_path}); outputs are never written into an "
-                                 "input", str(path), field=flag)
-    outputs = [*files, *folders, *into]
-    for i, flag in enumerate(outputs):
-        for other in outputs[i + 1:]:
-            a, b = resolved[flag], resolved[other]
-            if a == b or (flag in folders and _within(b, a)) or (other in folders and _within(a, b)):
-                raise InputError(f"overlaps the output {other} ({b}); each output needs its own path",
-                                 str({**files, **folders, **into}[flag]), field=flag)
-    for flag, path in files.items():
-        check_replaceable(path, False, flag)
-    for flag, path in folders.items():
-        check_replaceable(path, True, flag)
-    for flag, path in into.items():
-        if path.exists() and not path.is_dir():
-            raise InputError("is a file; expected a folder to write into", str(path), field=flag)
+    check_paths(inputs, files=files, folders=folders, into=into, written=written, kinds=kinds)
 
 
-def _sweep(target: Path, kind: str) -> None:
-    """Remove ``.NAME.<kind>-*`` siblings: what a run killed by SIGKILL left (no finally block ran)."""
-    prefix = f".{target.name}.{kind}-"
+def _box(target: Path, tag: str) -> Path:
+    """A new folder ``.NAME.<tag>XXXXXXXX`` beside ``target`` holding :data:`TEMPORARY`: ours to sweep."""
+    box = Path(tempfile.mkdtemp(prefix=f".{target.name}.{tag}", dir=target.parent))
+    (box / TEMPORARY).write_text(TEMPORARY_TEXT, encoding="utf-8")
+    return box
+
+
+def _ours(path: Path) -> bool:
+    """``path`` is a folder :func:`_box` made: its name and its content say so, nothing else does."""
+    mark = path / TEMPORARY
+    if path.is_symlink() or not path.is_dir() or mark.is_symlink() or not mark.is_file():
+        return False
+    try:
+        return mark.read_text(encoding="utf-8") == TEMPORARY_TEXT
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _sweep(target: Path, tag: str) -> None:
+    """Remove what a run killed by SIGKILL left beside ``target`` (no finally block ran): folders named
+    ``.NAME.<tag>*`` that hold :data:`TEMPORARY` with its text. A user's ``.NAME.tmp-backup`` stays."""
+    prefix = f".{target.name}.{tag}"
     for stale in [p for p in target.parent.iterdir() if p.name.startswith(prefix)]:
-        _remove(stale)
+        if _ours(stale):
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _name_target(exc: OSError, target: Path, tmp: Path | None) -> None:
     """Make an OSError about a temporary sibling (or about no file) name the output the user asked for."""
-    if exc.errno is None:  # OSError("message"): no file to name, and str() would turn into "[Errno None]"
+    if exc.errno is None:  # OSError("message"), e.g. numpy's "2304 requested and 224 written" on a full disk:
+        # str() keeps the message (setting errno would turn it into "[Errno None]"); the CLI adds the path
+        exc.output_path = str(target)
         return
     ours = f"{target.parent / ('.' + target.name)}."
 
@@ -182,16 +250,21 @@ def _replace(tmp: Path, target: Path) -> None:
     if not _exists(target):
         os.replace(tmp, target)
         return
-    # os.replace cannot replace a non-empty folder: move the old output aside first.
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    _remove(old)
-    os.replace(target, old)
+    # os.replace cannot replace a non-empty folder: move the old output aside first, into a box of ours.
+    box = _box(target, OLD_TAG)
+    old = box / target.name
+    try:
+        os.replace(target, old)
+    except BaseException:
+        shutil.rmtree(box, ignore_errors=True)
+        raise
     try:
         os.replace(tmp, target)
     except BaseException:
         os.replace(old, target)  # the old output back in place, as if nothing happened
+        shutil.rmtree(box, ignore_errors=True)
         raise
-    _remove(old)
+    shutil.rmtree(box, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -199,38 +272,40 @@ def atomic_path(target: PathArg, is_dir: bool = False) -> Iterator[Path]:
     """Yield a temporary path next to ``target``; rename it onto ``target`` if the block succeeds.
 
     Refuses (InputError) to replace anything :func:`check_replaceable` refuses; a folder output gets
-    :data:`MARKER`. The output's mode follows the umask. An OSError names ``target``, never the
-    temporary. Temporaries and set-aside old outputs of a killed run are removed.
+    :data:`MARKER`, listing every file it holds. The output's mode follows the umask. An OSError names
+    ``target``, never the temporary. Temporaries and set-aside old outputs of a killed run are removed
+    (only folders of :func:`_box`'s making). The temporary has ``target``'s own name, inside its box.
     """
     target = Path(target)
     check_replaceable(target, is_dir)
-    tmp = None
+    box = tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        _sweep(target, "tmp")
-        prefix = f".{target.name}.tmp-"
+        _sweep(target, TMP_TAG)
+        box = _box(target, TMP_TAG)
+        tmp = box / (target.name if target.name != TEMPORARY else "output")
         if is_dir:
-            tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=target.parent))
+            tmp.mkdir()
         else:
-            fd, name = tempfile.mkstemp(prefix=prefix, dir=target.parent)
-            os.close(fd)
-            tmp = Path(name)
+            tmp.touch()
         yield tmp
         if os.environ.get(HOLD_ENV):  # fault injection for the crash test: a window to SIGKILL in
             time.sleep(float(os.environ[HOLD_ENV]))
         if is_dir:
-            (tmp / MARKER).write_text(MARKER_TEXT, encoding="utf-8")
-        # mkstemp/mkdtemp create owner-only; give what open()/mkdir would under this umask
+            (tmp / MARKER).unlink(missing_ok=True)
+            (tmp / MARKER).write_text(manifest_text(tmp), encoding="utf-8")
         os.chmod(tmp, (0o777 if is_dir else 0o666) & ~_umask())
         check_replaceable(target, is_dir)  # something may have appeared there while the stage ran
         _replace(tmp, target)
-        _sweep(target, "old")  # only now: until a new output stands, the set-aside one is the last copy
+        REPLACED.append(str(target))
+        _sweep(target, OLD_TAG)  # only now: until a new output stands, the set-aside one is the last copy
     except BaseException as exc:
-        if tmp is not None:
-            _remove(tmp)
         if isinstance(exc, OSError):
             _name_target(exc, target, tmp)
         raise
+    finally:
+        if box is not None:
+            shutil.rmtree(box, ignore_errors=True)
 
 
 def write_text(target: PathArg, text: str) -> None:

@@ -14,6 +14,7 @@ import gzip
 import json
 import math
 import re
+import stat
 import unicodedata
 import zlib
 from collections.abc import Iterator
@@ -72,19 +73,31 @@ def require_file(path: str | Path, hint: str = "") -> Path:
     path = Path(path)
     if path.is_dir():
         raise InputError("is a folder; expected a file", str(path))
-    if not path.is_file():
+    if not (path.is_file() or _is_stream(path)):
         raise InputError(f"file not found{hint}", str(path))
     return path
 
 
+def _is_stream(path: Path) -> bool:
+    """A pipe or a character device (``/dev/stdin``, ``<(cat run.trec)``): read once, front to back."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
 def raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
-    """Yield (line number, bytes) of a file, gunzipped when it is gzip data (whatever its name)."""
+    """Yield (line number, bytes) of a file, gunzipped when it is gzip data (whatever its name).
+
+    The file is opened once (a pipe cannot be read twice): its first bytes are peeked at, not consumed.
+    """
     path = require_file(path)
-    with open(path, "rb") as fh:
-        compressed = fh.read(2) == GZIP_MAGIC
     number = 0
     try:
-        with (gzip.open(path, "rb") if compressed else open(path, "rb")) as fh:
+        with open(path, "rb") as raw_fh:
+            compressed = raw_fh.peek(2)[:2] == GZIP_MAGIC
+            fh = gzip.GzipFile(fileobj=raw_fh, mode="rb") if compressed else raw_fh
             for number, raw in enumerate(fh, start=1):
                 yield number, raw
     except (OSError, EOFError, zlib.error) as exc:  # a truncated or corrupt gzip stream
@@ -213,6 +226,22 @@ def _check_encodable(obj, path: Path, number: int) -> None:
                          str(path), number) from None
 
 
+class _RepeatedKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """json.loads' object hook: a key given twice in one object is an error, not the last value silently."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return obj
+
+
 def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
     """Yield (line number, object) for each non-blank line of a JSONL file of objects."""
     path = Path(path)
@@ -220,7 +249,10 @@ def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, object_pairs_hook=_unique_keys)
+        except _RepeatedKey as exc:
+            raise InputError(f"key {exc.args[0]!r} appears twice in one object (JSON keeps only the last)",
+                             str(path), number, exc.args[0]) from None
         except json.JSONDecodeError as exc:
             raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), number) from None
         except RecursionError:
@@ -275,6 +307,7 @@ def read_queries(path: str | Path) -> dict[str, Query]:
     return queries
 
 
+GRADE_MIN, GRADE_MAX = -(2**31), 2**31 - 1  # a relevance grade: a 32-bit integer, as trec_eval reads it
 _QRELS_COLUMNS = {3: ("query-id", "corpus-id", "score"), 4: ("query-id", "iteration", "corpus-id", "score")}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
@@ -311,6 +344,8 @@ def read_qrels(path: str | Path, queries: dict | None = None, corpus: dict | Non
         rel = ascii_integer(score)
         if rel is None:
             raise InputError(f"score {score!r} is not an integer", str(path), number, "score")
+        if not GRADE_MIN <= rel <= GRADE_MAX:  # trec_eval's grades are C ints: larger ones overflowed there
+            raise InputError(f"score {score} is outside {GRADE_MIN}..{GRADE_MAX}", str(path), number, "score")
         if queries is not None and qid not in queries:
             raise InputError(f"unknown query id {qid!r}", str(path), number, "query-id")
         if corpus is not None and did not in corpus:

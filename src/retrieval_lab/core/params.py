@@ -157,6 +157,15 @@ class FusionParams(Section):
         "weighted": FusionMethod(0.5, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
     })
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from ..fusion import (
+            module_of,  # the registry says which names exist (imported late: it imports params)
+        )
+
+        for name in self.methods:
+            module_of(name, field=f"{self.KEY}.methods.{name}")
+
 
 @dataclass(frozen=True)
 class MineParams(Section):

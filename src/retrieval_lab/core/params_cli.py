@@ -1,4 +1,4 @@
-"""The params options every stage command shares: ``--params``, ``--set``, and its inputs' checks."""
+"""The params options every stage command shares: ``--params`` and ``--set``."""
 
 from __future__ import annotations
 
@@ -16,15 +16,6 @@ def add_params_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default=None, help=DEFAULTS_HELP)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a parameter, checked against the same schema (repeatable)")
-
-
-def check_paths(args: argparse.Namespace, inputs: dict, files: dict | None = None, folders: dict | None = None,
-                into: dict | None = None, written: dict | None = None) -> None:
-    """:func:`core.atomic.check_outputs` with the params file (given, or the default one) among the inputs."""
-    from .atomic import check_outputs
-
-    params = {"--params": getattr(args, "params", None) or DEFAULT_PARAMS} if hasattr(args, "params") else {}
-    check_outputs({**inputs, **params}, files, folders, into, written)
 
 
 def params_of(args: argparse.Namespace) -> Params:

@@ -19,10 +19,10 @@ from ..runs import Run
 METHODS = ("rrf", "weighted")
 
 
-def module_of(name: str) -> str:
+def module_of(name: str, field: str = "--method") -> str:
     """The module ``--method NAME`` loads (dvc.yaml must list it as the stage's dependency)."""
     if name not in METHODS:
-        raise InputError(f"unknown fusion method {name!r} (choices: {', '.join(METHODS)})", field="--method")
+        raise InputError(f"unknown fusion method {name!r} (choices: {', '.join(METHODS)})", field=field)
     return f"{__name__}.{name}"
 
 

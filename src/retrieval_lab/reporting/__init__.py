@@ -31,7 +31,7 @@ from ..core.atomic import atomic_path
 from ..core.params import Params
 from ..page import write_page
 from .gather import ReportPaths, gather
-from .judge import check_tolerance, judge, key_measures
+from .judge import check_tolerance, decide, judge, key_measures
 from .render import markdown, plots, report_page
 
 REPORT = "report.md"
@@ -40,8 +40,8 @@ PAGE = "report.html"  # the per-query comparison page (retrieval_lab.page)
 
 def build_report(base: str, head: str | None, out_dir: str | Path, params: Params, repo: str = ".",
                  retrievers: list[str] | None = None, top: int = 10, tolerance: float = 0.0,
-                 paths: ReportPaths | None = None) -> dict:
-    """Write ``out_dir/report.md`` and PNGs; return per-retriever statistics and the gate's regressions.
+                 paths: ReportPaths | None = None, allow_query_change: bool = False) -> dict:
+    """Write the folder ``out_dir`` (replaced whole): report.md and PNGs; return per-retriever statistics and the gate's regressions.
 
     ``paths``: the pipeline's reports, metrics and dvclive folders (default: dvc.yaml's for the dataset).
     """
@@ -49,16 +49,19 @@ def build_report(base: str, head: str | None, out_dir: str | Path, params: Param
     key_measures(params)  # every name checked before anything is read
     g = gather(base, head, paths or ReportPaths.defaults(params.dataset), list(params.train.variants), repo,
                retrievers)
-    j = judge(g, params, tolerance)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pngs = plots(g, out_dir)
-    with atomic_path(out_dir / REPORT) as tmp:
-        tmp.write_text(markdown(g, j, params.dataset, pngs, top, params.evaluate.diagnose_k), encoding="utf-8")
-    write_page(out_dir / PAGE, report_page(g, j, params))
+    j = judge(g, params, tolerance, allow_query_change)
+    # one folder output: report.md, its PNGs and the page replace a folder the report wrote (or an empty one) together
+    with atomic_path(out_dir, is_dir=True) as folder:
+        pngs = plots(g, folder)
+        (folder / REPORT).write_text(markdown(g, j, params.dataset, pngs, top, params.evaluate.diagnose_k),
+                                     encoding="utf-8")
+        write_page(folder / PAGE, report_page(g, j, params))
     return {"retrievers": {r.name: {m: row.to_json() for m, row in r.stats.items()} for r in g.changed},
             "unchanged": [r.name for r in g.retrievers if r.status == "unchanged"], "family": j.family.to_json(),
             "regressions": [{"retriever": n, "measure": m, **row.to_json()} for n, m, row in j.regressions],
             "cannot_judge": [{"retriever": n, "reason": why} for n, why in j.blind],
             "strata": [{"retriever": n, "stratum": s, **row.to_json()} for n, s, row in j.strata],
-            "losses": j.losses, "plots": pngs, "metrics_diff": g.diff, "page": str(out_dir / PAGE)}
+            "losses": j.losses, "plots": pngs, "metrics_diff": g.diff, "gate": decide(j),
+            "query_changes": [{"retriever": n, "vanished": v, "new": w, "common": c}
+                              for n, v, w, c in j.query_changes],
+            "page": str(Path(out_dir) / PAGE)}

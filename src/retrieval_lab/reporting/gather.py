@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import posixpath
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,12 @@ class ReportPaths:
     prepared: str | None = None
     qrels: str | None = None
 
+    def __post_init__(self):
+        # one spelling per folder: `metrics/support/` or `./metrics/support` must match dvc's
+        # `metrics/support/bm25.json`, or a changed metrics file goes unseen (issue 42: the gate passed)
+        for name in ("reports", "metrics", "dvclive"):
+            object.__setattr__(self, name, normal(getattr(self, name), f"--{name}-root"))
+
     @classmethod
     def defaults(cls, dataset: str) -> ReportPaths:
         """dvc.yaml's folders for ``dataset``."""
@@ -49,6 +56,14 @@ class ReportPaths:
 
     def metrics_file(self, retriever: str) -> str:
         return f"{self.metrics}/{retriever}.json"
+
+
+def normal(path: str, option: str | None = None) -> str:
+    """``path`` relative to the repository in one spelling (no ``./``, ``//`` or trailing ``/``)."""
+    text = posixpath.normpath(str(path).replace("\\", "/"))
+    if text.startswith(("/", "../")) or text == "..":
+        raise InputError("must be a folder inside the repository (relative, no '..')", str(path), field=option)
+    return text
 
 
 def read_at(path: str, rev: str | None, repo: str = ".") -> str | None:
@@ -79,7 +94,11 @@ def metrics_diff(base: str, head: str | None, repo: str = ".") -> dict:
     if done.returncode != 0:
         first = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         raise InputError(f"dvc metrics diff {base} {head or 'workspace'} failed: {first}")
-    return json.loads(done.stdout) if done.stdout.strip() else {}
+    try:
+        diff = json.loads(done.stdout) if done.stdout.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise InputError(f"dvc metrics diff {base} {head or 'workspace'} printed no JSON ({exc.msg})") from None
+    return {normal(path): fields for path, fields in diff.items()}
 
 
 def is_measure_field(name: str) -> bool:
@@ -104,6 +123,7 @@ def changed_fields(diff: dict) -> tuple[list[tuple], list[tuple]]:
         if Path(path).name == COMPARE:
             continue
         for name, v in sorted(diff[path].items()):
+            path = normal(path)
             old, new = v.get("old"), v.get("new")
             if old == new:
                 continue
@@ -177,7 +197,7 @@ def _tracked(paths: ReportPaths, rev: str | None, repo: str) -> set[str]:
 def _discover(paths: ReportPaths, base: str, head: str | None, repo: str, measures_changed: list[tuple]) -> list[str]:
     """Every retriever either revision has: a retriever on one side only must be seen (and not judged)."""
     in_metrics = {Path(path).stem for path, *_ in measures_changed
-                  if Path(path).parent.as_posix() == paths.metrics and Path(path).name != COMPARE}
+                  if normal(Path(path).parent.as_posix()) == paths.metrics and Path(path).name != COMPARE}
     return sorted(_tracked(paths, base, repo) | _tracked(paths, head, repo) | in_metrics)
 
 

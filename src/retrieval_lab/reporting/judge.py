@@ -14,6 +14,7 @@ from ..comparison import ComparisonRow, Family, compare_family, family_of, strat
 from ..core.errors import InputError
 from ..core.params import Params
 from ..diagnosis import CLASSES
+from ..exit_codes import CANNOT_JUDGE, REGRESSION
 from ..metrics import parse_measure
 from .gather import Gathered, ReportPaths, Retriever
 
@@ -44,15 +45,60 @@ def number_text(x) -> str:
     return f"{x:.4f}"
 
 
+MEAN_TOLERANCE = 1e-9  # a metrics file's mean against its per-query values' mean (float sums differ ~1e-16)
+
+
+def _query_change(r: Retriever) -> tuple[int, int, int] | None:
+    """(vanished at head, new at head, common) when the judged queries differ between the revisions."""
+    if r.base is None or r.head is None or set(r.base) == set(r.head):
+        return None
+    base, head = set(r.base), set(r.head)
+    return len(base - head), len(head - base), len(base & head)
+
+
+def _inconsistent(r: Retriever, key_measures: list[str], diff: dict, paths: ReportPaths) -> list[str]:
+    """Why the per-query values cannot be what the gated means were computed from: a value not finite, or
+    a metrics file's mean that is not their mean (a partial, renamed or stale per_query.json)."""
+    fields = diff.get(paths.metrics_file(r.name), {})
+    out = []
+    for which, entries in (("base", r.base), ("head", r.head)):
+        if entries is None:
+            continue
+        for m in key_measures:
+            values = r.values(m, which)
+            bad = [q for q, v in values.items() if not math.isfinite(v)]
+            if bad:
+                out.append(f"{m} at {which} is not a finite number for {len(bad)} queries (e.g. {bad[0]})")
+                continue
+            mean = fields.get(m, {}).get("old" if which == "base" else "new")
+            if not isinstance(mean, (int, float)) or isinstance(mean, bool) or not values:
+                continue  # no metrics file at that revision: nothing to hold the per-query values to
+            own = math.fsum(values.values()) / len(values)
+            if not (math.isfinite(mean) and abs(own - mean) <= MEAN_TOLERANCE):
+                out.append(f"{m} at {which}: the per-query values average {own:.4f} over {len(values)} queries "
+                           f"but {paths.metrics_file(r.name)} says {number_text(mean)}")
+    return out
+
+
+def _fell(v: dict, tolerance: float) -> bool:
+    old, new = v.get("old"), v.get("new")
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (old, new))
+    return numbers and not (new - old >= -tolerance)  # NaN on either side counts as fallen
+
+
 def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: list[tuple],
-             dataset: str, paths: ReportPaths | None = None) -> list[tuple[str, str]]:
+             dataset: str, paths: ReportPaths | None = None, diff: dict | None = None,
+             allow_query_change: bool = False, tolerance: float = 0.0) -> list[tuple[str, str]]:
     """(retriever, why) for every retriever the gate cannot judge: it must fail closed on them.
 
     Per-query results missing at either revision; identical per-query results while the
     retriever's metrics file changed (stale or unpulled per-query files); a key measure
     with no query in common, or too few for its interval's upper end to be finite (no loss could then
     be told from noise). No retriever at all is also a blind gate. ``paths``: where the
-    files are (default: dvc.yaml's folders for ``dataset``).
+    files are (default: dvc.yaml's folders for ``dataset``). With ``diff`` (``dvc metrics diff --all``),
+    per-query values that are not finite or do not average to their metrics file's mean. Judged queries
+    that differ between the revisions, unless ``allow_query_change`` (then the common ones are compared,
+    and a gated mean of the metrics file that fell by more than ``tolerance`` still cannot be judged).
     """
     paths = paths or ReportPaths.defaults(dataset)
     if not found:
@@ -69,7 +115,25 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
             if moved:
                 why = f"per-query results identical but {paths.metrics_file(r.name)} changed ({', '.join(moved)})"
                 out.append((r.name, why))
-        elif r.status == "changed":
+        if r.base is not None and r.head is not None:
+            change = _query_change(r)
+            if change and not allow_query_change:
+                vanished, new, common = change
+                out.append((r.name, (f"the judged queries changed: {vanished} at base only (vanished at head), "
+                                    f"{new} at head only, {common} in common; --allow-query-change compares "
+                                    "the common ones")))
+            elif change:  # allowed: the common queries are compared, but a gated mean that fell stays unexplained
+                fields = (diff or {}).get(paths.metrics_file(r.name), {})
+                fell = [f"{m} {number_text(v['old'])} → {number_text(v['new'])}" for m in key_measures
+                        if isinstance(v := fields.get(m, {}), dict) and _fell(v, tolerance)]
+                if fell:
+                    out.append((r.name, (f"the judged queries changed and {paths.metrics_file(r.name)} fell by more "
+                                        f"than the tolerance ({', '.join(fell)}): the common queries cannot say "
+                                        "whether that is a loss")))
+            why = _inconsistent(r, key_measures, diff or {}, paths)
+            if why and r.name not in {name for name, _ in out}:  # one reason is enough; the first is the clearest
+                out.append((r.name, "; ".join(why)))
+        if r.status == "changed":
             lacking = [m for m in key_measures if m not in r.stats]
             if lacking:
                 out.append((r.name, f"no query in common for {', '.join(lacking)}"))
@@ -140,12 +204,13 @@ class Judgement:
     worse: list[Judged]  # below 0 but within the tolerance
     better: list[Judged]
     blind: list[tuple[str, str]]  # (retriever, why) the gate cannot judge
+    query_changes: list[tuple[str, int, int, int]]  # (retriever, vanished, new, common), allowed by the user
     strata: list[Judged]
     strata_family: Family | None
     losses: dict[str, dict[str, list[dict]]]  # retriever -> class -> queries that lost
 
 
-def judge(g: Gathered, params: Params, tolerance: float) -> Judgement:
+def judge(g: Gathered, params: Params, tolerance: float, allow_query_change: bool = False) -> Judgement:
     """Compare every changed retriever's key measures as one family and decide the gate."""
     ev, measure, measures = params.evaluate, params.compare.measure, key_measures(params)
     changed = g.changed
@@ -162,6 +227,13 @@ def judge(g: Gathered, params: Params, tolerance: float) -> Judgement:
         measure, measures, tolerance, family_of(rows, ev.ci_level, ev.permutations, ev.seed), judged, regressions,
         worse=[x for x in judged if x[2].test.high < 0 and x not in regressions],
         better=[x for x in judged if x[2].test.low > 0],
-        blind=unjudged(g.retrievers, measures, g.measures_changed, params.dataset, g.paths),
+        blind=unjudged(g.retrievers, measures, g.measures_changed, params.dataset, g.paths, g.diff,
+                       allow_query_change, tolerance),
+        query_changes=[(r.name, *c) for r in g.retrievers if (c := _query_change(r))] if allow_query_change else [],
         strata=strata, strata_family=strata_family,
         losses={r.name: losses_by_class(r, measure, g.diagnoses.get(r.name)) for r in changed})
+
+
+def decide(j: Judgement) -> int:
+    """The gate's exit code: a regression seen wins over a blind spot; 0 only when every retriever was seen."""
+    return REGRESSION if j.regressions else CANNOT_JUDGE if j.blind else 0

@@ -229,6 +229,9 @@ def markdown(g: Gathered, j: Judgement, dataset: str, pngs: list[str], top: int,
         gone = [r.name for r in found if r.status == status]
         if gone:
             lines.append(f"{status.capitalize()} (not compared): {', '.join(gone)}.")
+    for name, vanished, new, common in j.query_changes:
+        lines.append(f"Judged queries changed for {name} (allowed by --allow-query-change): {vanished} vanished at "
+                     f"head, {new} new; compared on the {common} in common.")
     crossed = ", ".join(f"{n} {m}" for n, m, _ in j.regressions) or "none"
     lines += ["", (f"Gate (`--fail-on-regression`, tolerance {j.tolerance:g}): fails when a difference's whole "
                   f"interval lies below {_below(j.tolerance)}, and when a retriever cannot be judged. "

@@ -1,0 +1,236 @@
+"""The output guard, tested from the commands' own declarations (``PATHS`` in each command module).
+
+For every command and every output option, an argument list is built from the command's parser and
+declaration, its inputs (declared and derived: the params file, the base model, compare's per-query
+files, report's result folders) are created, and the output is pointed at every hostile place: an
+input, a place inside an input folder, a link to either, a folder holding a same-named file of the
+user's, ``.``, ``..``, below a file. Each must be refused by the guard (exit 2, one line naming the
+output option) with every byte in the working folder unchanged. A new command or a new output option
+gets its cases without a line here; an option left undeclared fails :func:`test_every_option_is_declared`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+from retrieval_lab import cli
+from retrieval_lab.core import guard
+from retrieval_lab.core.errors import InputError
+
+USER_TEXT = b"the user's own bytes\n"
+EXTRA = {"compare": ["--runs", "bm25", "dense"]}  # optional words that bring derived inputs: compare's runs
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+SUBPARSERS = _subparsers()
+
+
+def _paths(command: str) -> guard.Paths:
+    return importlib.import_module(f"retrieval_lab.commands.{cli.COMMANDS[command]}").PATHS
+
+
+def _value(action: argparse.Action, kinds: dict[str, str], outputs: dict[str, str]) -> list[str]:
+    """Command-line words for one option: a path under in/ or out/ for declared ones, a dummy otherwise."""
+    name = action.dest
+    if name in kinds:
+        kind = kinds[name]
+        paths = [f"in/{name}{i}" if kind != guard.FILE else f"in/{name}{i}.txt"
+                 for i in range(2 if action.nargs in ("+", "*") else 1)]
+        return paths
+    if name in outputs:
+        return [f"out/{name}.out" if outputs[name] == guard.FILE else f"out/{name}"]
+    if action.type is int:
+        return ["1"]
+    if action.type is float:
+        return ["0.5"]
+    if name == "measures":
+        return ["nDCG@10"]
+    return ["x"]
+
+
+def base_argv(command: str) -> list[str]:
+    """A parseable argument list giving every declared path option (one of a mutually exclusive group)."""
+    parser, paths = SUBPARSERS[command], _paths(command)
+    kinds = {guard.dest(o): k for o, k in paths.inputs.items()}
+    outputs = {guard.dest(o): k for o, k in paths.outputs.items()}
+    groups = {id(a): g for g in parser._mutually_exclusive_groups for a in g._group_actions}
+    taken, argv = set(), []
+    for action in parser._actions:
+        if action.dest in ("help", "params", "overrides") or action.nargs == 0:
+            continue
+        declared = action.dest in kinds or action.dest in outputs
+        if not (declared or action.required):
+            continue
+        group = groups.get(id(action))
+        if group is not None:
+            if id(group) in taken:
+                continue
+            # a group's declared path option first
+            choice = next((a for a in group._group_actions if a.dest in kinds or a.dest in outputs), action)
+            if choice is not action:
+                continue
+            taken.add(id(group))
+        words = _value(action, kinds, outputs)
+        argv += [action.option_strings[0], *words] if action.option_strings else words
+    return argv + EXTRA.get(command, [])
+
+
+def _materialize(f: guard.Found) -> None:
+    """Create every input: a file with content, a folder holding a dataset file."""
+    for pairs in f.inputs.values():
+        for path, kind in pairs:
+            if kind == guard.FILE and not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(b"input " + str(path).encode() + b"\n")
+            elif kind in (guard.FOLDER, guard.ROOT):
+                path.mkdir(parents=True, exist_ok=True)
+                if kind == guard.FOLDER and not any(path.iterdir()):
+                    (path / "corpus.jsonl").write_bytes(b'{"_id": "d1", "text": "kept"}\n')
+
+
+def _setup(command: str) -> tuple[list[str], guard.Found]:
+    """In the working folder: params.yaml (every section at its default: an input of every stage command)
+    and every input of the command's built arguments."""
+    Path("params.yaml").write_text("# every section at its default\n", encoding="utf-8")
+    argv = base_argv(command)
+    args = cli.build_parser().parse_args([command, *argv])
+    f = guard.found(args._paths, args)
+    _materialize(f)
+    return argv, guard.found(args._paths, args)  # again: an input that is a folder now is one
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [(command, option) for command in cli.COMMANDS for option in _paths(command).outputs]
+
+
+def _hostile(f: guard.Found, option: str, kind: str, written: tuple[str, ...]) -> dict[str, object]:
+    """Label -> the output's value, or a function that makes the place and returns it."""
+    places: dict[str, object] = {".": ".", "..": ".."}
+    for in_option, pairs in f.inputs.items():
+        for i, (path, in_kind) in enumerate(pairs):
+            tag = f"{in_option}[{i}]"
+            places[f"is {tag}"] = str(path)
+
+            def link(path=path, tag=tag):
+                name = Path(f"alias-{tag.strip('-').replace('[', '').replace(']', '')}")
+                name.symlink_to(path.resolve())
+                return str(name)
+            places[f"a link to {tag}"] = link
+            if in_kind == guard.FOLDER:
+                places[f"inside {tag}"] = str(path / "new-output")
+                places[f"a file of {tag}"] = str(path / "corpus.jsonl")
+
+                def through_link(path=path, tag=tag):
+                    name = Path(f"dir-alias-{tag.strip('-').replace('[', '').replace(']', '')}")
+                    name.symlink_to(path.resolve(), target_is_directory=True)
+                    return str(name / "corpus.jsonl")
+                places[f"a file of {tag} through a linked folder"] = through_link
+            elif in_kind == guard.FILE:
+                places[f"below the file {tag}"] = str(path / "sub")
+
+    def user_folder():
+        folder = Path("users")
+        folder.mkdir()
+        for name in (*written, "notes.md", Path(option).name):
+            (folder / name).write_bytes(USER_TEXT)
+        return str(folder)
+    places["a folder of the user's files"] = user_folder
+
+    def below_a_file():
+        Path("plain.txt").write_bytes(USER_TEXT)
+        return "plain.txt/out"
+    places["below a file"] = below_a_file
+    return places
+
+
+def _snapshot(root: Path) -> dict[str, bytes | str]:
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            out[rel] = "-> " + os.readlink(path)
+        elif path.is_file():
+            out[rel] = path.read_bytes()
+        else:
+            out[rel] = "folder"
+    return out
+
+
+def _all_cases():
+    return [(command, option, _paths(command).outputs[option]) for command, option in _cases()]
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_every_option_is_declared(command):
+    assert guard.undeclared(SUBPARSERS[command], _paths(command)) == []
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_the_built_arguments_pass_the_guard(command, tmp_path, monkeypatch):
+    # the generated cases below mean something only if the same arguments with safe outputs pass
+    monkeypatch.chdir(tmp_path)
+    _argv, f = _setup(command)
+    guard.check(f)
+
+
+@pytest.mark.parametrize(("command", "option", "kind"), _all_cases())
+def test_every_hostile_output_is_refused_and_no_input_changes(command, option, kind, tmp_path, monkeypatch,
+                                                              capsys):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    argv, f = _setup(command)
+    written = tuple(_paths(command).written.get(option, ()))
+    labels = list(_hostile(f, option, kind, written))
+    assert len(labels) >= 6
+    tried = 0
+    for label in labels:
+        # each place in a fresh copy of the working folder: one case must not prepare the next
+        case = tmp_path / f"case{tried}"
+        case.mkdir()
+        monkeypatch.chdir(case)
+        argv, f = _setup(command)
+        place = _hostile(f, option, kind, written)[label]
+        value = place() if callable(place) else place
+        before = _snapshot(case)
+        words = list(argv)
+        flag_words = [o for o in SUBPARSERS[command]._option_string_actions if guard.dest(o) == guard.dest(option)]
+        at = next(i for i, w in enumerate(words) if w in flag_words)
+        words[at + 1] = value
+        code = cli.main([command, *words])
+        err = capsys.readouterr().err
+        assert code == 2, f"{command} {option} at {label} ({value}): exit {code}, {err}"
+        assert err.count("\n") == 1 and err.startswith("error: "), err
+        assert f"field '{option}'" in err, f"{label}: {err}"
+        assert _snapshot(case) == before, f"{command} {option} at {label}: the working folder changed"
+        tried += 1
+    assert tried == len(labels)
+
+
+def test_the_generated_cases_cover_every_output_option():
+    # the declared outputs the issue names: if one disappears from PATHS, the guard stops seeing it
+    cases = set(_cases())
+    for expected in [("retrieve", "--output"), ("evaluate", "--metrics"), ("evaluate", "--reports"),
+                     ("pool", "--output"), ("compare", "--output"), ("compare", "--markdown"),
+                     ("check-resume", "--output"), ("report", "--output"), ("train", "--model-out"),
+                     ("table", "--plot"), ("prepare", "--heldout")]:
+        assert expected in cases
+
+
+def test_an_output_inside_a_linked_dataset_folder_is_refused_by_its_real_path(tmp_path):
+    col = tmp_path / "col"
+    col.mkdir()
+    (col / "queries.jsonl").write_text("{}\n")
+    (tmp_path / "colalias").symlink_to(col)
+    with pytest.raises(InputError, match="lies inside the input --dataset"):
+        guard.check_paths({"--dataset": col}, files={"--output": tmp_path / "colalias" / "queries.jsonl"})
