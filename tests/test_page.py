@@ -90,11 +90,12 @@ def test_the_html_holds_its_script_by_hash_and_requests_nothing():
 
 
 def test_compare_html_needs_its_inputs_and_writes_nothing_without_them(tmp_path, capsys):
-    out = tmp_path / "out"
+    out, dataset = tmp_path / "out", tmp_path / "dataset"
+    dataset.mkdir()
     code = run_command("compare", ["--reports-root", str(tmp_path), "--output", f"{out}.json",
-                                   "--markdown", f"{out}.md", "--html", f"{out}.html", "--dataset", str(tmp_path)])
+                                   "--markdown", f"{out}.md", "--html", f"{out}.html", "--dataset", str(dataset)])
     assert code == 2 and "--html needs --runs-root, --qrels" in capsys.readouterr().err
-    assert list(tmp_path.iterdir()) == []
+    assert list(tmp_path.iterdir()) == [dataset]
 
 
 def test_page_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, capsys):
@@ -104,7 +105,7 @@ def test_page_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path,
     assert run_command("page", [str(run), str(run), "--output", str(out), "--depth", "0"]) == 2
     assert "field '--depth': expected a depth >= 1, got 0" in capsys.readouterr().err
     assert run_command("page", [str(run), str(run), "--output", str(run)]) == 2
-    assert "an output never replaces an input" in capsys.readouterr().err
+    assert "an output never replaces, holds or lies inside an input" in capsys.readouterr().err
     bad = tmp_path / "bad.trec"
     bad.write_text("q1 Q0 d1 1 nan x\n")
     assert run_command("page", [str(run), str(bad), "--output", str(out)]) == 2

@@ -136,5 +136,6 @@ def test_allowed_query_change_compares_the_common_queries_and_counts_those_that_
 
 
 def test_report_paths_have_one_spelling():
-    assert ReportPaths("reports/toy/", "./metrics/toy//", "dvclive/toy/.") == ReportPaths.defaults("toy")
+    assert ReportPaths("reports/toy/", "./metrics/toy//", "dvclive/toy/.", "runs/toy/", "data/prepared/toy",
+                       "data/heldout/toy/qrels/test.tsv") == ReportPaths.defaults("toy")
     assert ReportPaths.defaults("toy").metrics_file("bm25") == "metrics/toy/bm25.json"

@@ -42,8 +42,9 @@ class ReportPaths:
     def __post_init__(self):
         # one spelling per folder: `metrics/support/` or `./metrics/support` must match dvc's
         # `metrics/support/bm25.json`, or a changed metrics file goes unseen (issue 42: the gate passed)
-        for name in ("reports", "metrics", "dvclive"):
-            object.__setattr__(self, name, normal(getattr(self, name), f"--{name}-root"))
+        for name in ("reports", "metrics", "dvclive", "runs"):
+            if getattr(self, name) is not None:  # runs: read at both revisions too
+                object.__setattr__(self, name, normal(getattr(self, name), f"--{name}-root"))
 
     @classmethod
     def defaults(cls, dataset: str) -> ReportPaths:
