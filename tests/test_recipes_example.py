@@ -100,15 +100,16 @@ def test_the_recipe_case_end_to_end(work, capsys):
     key = _annotator()
     pooled = _label_pool(Path("pool.tsv"), Path("labelled.tsv"), key)
     assert run_command("pool", ["--merge", "labelled.tsv", "--dataset", "beir", "--max-label", "1",
-                                "--output", "beir/qrels/test.tsv"]) == 0
+                                "--output", "qrels-test.tsv"]) == 0
     judged: dict[str, dict[str, int]] = {}
-    for line in Path("beir/qrels/test.tsv").read_text().splitlines()[1:]:
+    for line in Path("qrels-test.tsv").read_text().splitlines()[1:]:
         q, d, s = line.split("\t")
         judged.setdefault(q, {})[d] = int(s)
     assert sum(len(v) for v in judged.values()) == pooled
 
     for name in RUNS:
-        assert run_command("evaluate", ["--dataset", "beir", "--split", "test", "--run", f"runs/{name}.trec",
+        assert run_command("evaluate", ["--dataset", "beir", "--split", "test", "--qrels", "qrels-test.tsv",
+                                        "--run", f"runs/{name}.trec",
                                         "--metrics", f"metrics/{name}.json", "--reports", f"reports/{name}",
                                         "--timing", f"reports/{name}/timing.json", "--params", "params.yaml"]) == 0
     metrics = {name: json.loads(Path(f"metrics/{name}.json").read_text()) for name in RUNS}

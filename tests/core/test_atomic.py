@@ -7,8 +7,9 @@ import stat
 import pytest
 
 from retrieval_lab.core import atomic
-from retrieval_lab.core.atomic import MARKER, MARKER_TEXT, atomic_path, check_outputs, write_text
+from retrieval_lab.core.atomic import MARKER, MARKER_TEXT, atomic_path, write_text
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.guard import check_paths as check_outputs
 
 
 def _listing(folder) -> list[str]:

@@ -60,8 +60,10 @@ def _dvc_yaml() -> dict:
     # what docs/own-retriever.md tells a user: the external runs in --runs and their files in deps
     before, _, after = compare["cmd"].partition("--runs ")
     compare["cmd"] = before + "--runs " + " ".join(runs) + " --output" + after.partition(" --output")[2]
-    compare["deps"] = [d for d in compare["deps"] if not d.startswith("reports/")]
-    compare["deps"] += [f"reports/${{dataset}}/{r}/{f}" for r in runs for f in ("per_query.json", "timing.json")]
+    compare["deps"] = [d for d in compare["deps"] if not d.startswith(("reports/", "runs/"))]
+    compare["deps"] += [f"reports/${{dataset}}/{r}/{f}" for r in runs
+                        for f in ("per_query.json", "diagnosis.json", "timing.json")]
+    compare["deps"] += [f"runs/${{dataset}}/{r}.trec" for r in runs]  # the comparison page's rankings
     return {"vars": [{"lexical": {"bm25": {"shared_module": "tokenizer.py"}}}], "stages": stages}
 
 

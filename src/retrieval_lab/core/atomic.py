@@ -7,7 +7,7 @@ An output replaces only what a stage wrote: a file output replaces a file (or a
 link, never what it points to), a folder output replaces an empty folder or one
 holding :data:`MARKER`, which every folder output carries. Anything else, and an
 output that is, or contains, one of the command's inputs, is refused with an
-:class:`InputError` before any work (:func:`check_outputs`) and again at the rename.
+:class:`InputError` before any work (:func:`core.guard.check_paths`) and again at the rename.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import InputError
@@ -184,18 +184,6 @@ def record_written(folder: PathArg, names: Iterable[str]) -> None:
     names = sorted((written_names(folder) or set()) | set(names))
     write_text(folder / WRITTEN, WRITTEN_TEXT + "".join(f"{n}\n" for n in names))
 
-
-def check_outputs(inputs: Mapping[str, PathArg | list[PathArg] | None],
-                  files: Mapping[str, PathArg | None] | None = None,
-                  folders: Mapping[str, PathArg | None] | None = None,
-                  into: Mapping[str, PathArg | None] | None = None,
-                  written: Mapping[str, Iterable[str]] | None = None,
-                  kinds: Mapping[str, str] | None = None) -> None:
-    """Refuse, before any work, outputs that would destroy an input or something no stage wrote:
-    :func:`core.guard.check_paths` (the one guard; commands declare their paths to it instead)."""
-    from .guard import check_paths
-
-    check_paths(inputs, files=files, folders=folders, into=into, written=written, kinds=kinds)
 
 
 def _box(target: Path, tag: str) -> Path:

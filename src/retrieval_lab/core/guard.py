@@ -121,11 +121,11 @@ def check(f: Found) -> None:
         for parent in _absolute(path).parents:
             if _exists(parent) and not parent.is_dir():
                 raise InputError(f"its parent {parent} is a file, not a folder", str(path), field=option)
-    everything = {**{o: p for o, (p, k) in outputs.items()}, **files}
-    for option, path in everything.items():
+    everything = {**{o: (p, k) for o, (p, k) in outputs.items()}, **{o: (p, FILE) for o, p in files.items()}}
+    for option, (path, out_kind) in everything.items():
         for in_option, pairs in f.inputs.items():
             for in_path, kind in pairs:
-                _against_input(option, path, in_option, in_path, kind)
+                _against_input(option, path, in_option, in_path, kind, out_kind)
     _overlaps({o: (p, k) for o, (p, k) in outputs.items()} | {o: (p, FILE) for o, p in files.items()
                                                               if o not in outputs})
     for option, (path, kind) in outputs.items():
@@ -140,13 +140,16 @@ def check(f: Found) -> None:
             check_replaceable(path, False, option.split("/", 1)[0])
 
 
-def _against_input(option: str, path: Path, in_option: str, in_path: Path, kind: str) -> None:
+def _against_input(option: str, path: Path, in_option: str, in_path: Path, kind: str,
+                   out_kind: str = FILE) -> None:
     real = _real(in_path)
     for out in _forms(path):
         what = None
         if out == real:
             what = "is"
-        elif _within(real, out):
+        elif _within(real, out) and not (out_kind == INTO and kind == FILE):
+            # an INTO folder replaces only the files it writes (each checked as a file output of its own),
+            # so an input file beside them (evaluate reads retrieve's timing.json there) is safe
             what = "contains"
         elif kind != ROOT and _within(out, real):
             what = "lies inside"

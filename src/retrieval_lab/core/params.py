@@ -18,6 +18,7 @@ import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from . import rules
@@ -137,6 +138,12 @@ class DenseParams(Section):
                 raise InputError(why, field=f"{self.KEY}.models.{name}")
 
 
+# The fusion registry's names: one module per method in src/retrieval_lab/fusion (base.py holds what they
+# share). Read from the folder, not imported: core sits below the fusion package, which imports params.
+FUSION_METHODS = tuple(sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "fusion").glob("*.py")
+                              if p.stem not in ("__init__", "base")))
+
+
 @dataclass(frozen=True)
 class FusionMethod(Section):
     """A fusion method's one parameter (the method's module says what it means and which values are valid)."""
@@ -159,12 +166,10 @@ class FusionParams(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from ..fusion import (
-            module_of,  # the registry says which names exist (imported late: it imports params)
-        )
-
         for name in self.methods:
-            module_of(name, field=f"{self.KEY}.methods.{name}")
+            if name not in FUSION_METHODS:
+                raise InputError(f"unknown fusion method {name!r} (choices: {', '.join(FUSION_METHODS)})",
+                                 field=f"{self.KEY}.methods.{name}")
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from types import ModuleType
 
 from ..core.data import Qrels
 from ..core.errors import InputError
-from ..core.params import FusionMethod, FusionParams
+from ..core.params import FUSION_METHODS, FusionMethod, FusionParams
 from ..runs import Run
 
-METHODS = ("rrf", "weighted")
+METHODS = FUSION_METHODS  # the registry: one module per method in this folder
 
 
 def module_of(name: str, field: str = "--method") -> str:
