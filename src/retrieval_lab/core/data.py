@@ -254,15 +254,24 @@ def read_jsonl_records(path: str | Path, kind: str) -> Iterator[tuple[int, dict]
         yield number, obj
 
 
-def read_corpus(path: str | Path) -> dict[str, Doc]:
+def iter_corpus(path: str | Path) -> Iterator[Doc]:
+    """Each document of a corpus.jsonl (gzipped or not) as it is read: one pass, one document's text held at a
+    time (only the ids are remembered, to refuse a duplicate)."""
     path = Path(path)
-    corpus = {}
     for number, obj in read_jsonl_records(path, "document"):
         title = _string(obj, "title", path, number)
         text = _string(obj, "text", path, number)  # may be empty: title-only and empty documents are kept
         metadata = obj.get("metadata") or {}
-        corpus[obj["_id"]] = Doc(obj["_id"], title, text, metadata.get("family"), metadata)
-    return corpus
+        yield Doc(obj["_id"], title, text, metadata.get("family"), metadata)
+
+
+def read_corpus(path: str | Path) -> dict[str, Doc]:
+    return {doc.id: doc for doc in iter_corpus(path)}
+
+
+def corpus_file(folder: str | Path) -> Path:
+    """A BEIR folder's corpus.jsonl, or corpus.jsonl.gz when only that exists."""
+    return _plain_or_gz(Path(folder) / "corpus.jsonl")
 
 
 def read_queries(path: str | Path) -> dict[str, Query]:
