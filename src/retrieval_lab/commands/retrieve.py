@@ -14,6 +14,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", help="BEIR folder: the corpus for lexical retrievers, the queries "
                         "(and qrels for --split) for all; dense encodes it on the fly without --embeddings")
     parser.add_argument("--embeddings", help="embeddings folder (from `encode` or training), dense only")
+    parser.add_argument("--corpus", help="where the documents come from: --dataset itself (the default), or an "
+                        "index folder written by `retrieval-lab index` for this retriever (bm25), read memory-mapped "
+                        "instead of indexing --dataset's corpus again (its queries and qrels are still read)")
     parser.add_argument("--split", help="only this split's queries (default: every query of the folder)")
     parser.add_argument("--depth", type=int, help="documents per query (default: retrieve.depth)")
     add_params_args(parser)
@@ -50,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     params = params_of(args)
     spec, where = base_model(params)
-    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, where: spec},
-                files={"--output": args.output})
+    check_paths(args, {"--dataset": args.dataset, "--embeddings": args.embeddings, "--corpus": args.corpus,
+                       where: spec}, files={"--output": args.output})
     cls = retrievers.get(args.retriever)
     if args.depth is not None:
         both = [text for text in args.overrides if text.split("=", 1)[0].strip() in ("retrieve", "retrieve.depth")]
@@ -64,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.embeddings and cls.needs != "embeddings":
         raise InputError(f"{args.retriever} reads a BEIR folder (--dataset), not embeddings", field="--embeddings")
     start = time.perf_counter()
+    if args.corpus and not _same_folder(args.corpus, args.dataset):
+        return _from_index(args, params, depth, start)
     dataset = load_dataset(args.dataset, [args.split] if args.split else None) if args.dataset else None
     if dataset is not None:
         consequence = (LEXICAL_MISS if cls.needs == "dataset"
@@ -78,4 +83,35 @@ def run(args: argparse.Namespace) -> int:
     empty = sum(1 for docs in result.values() if not docs)
     print(f"retrieve {args.retriever}: {len(queries)} queries, depth {depth}, "
           f"{empty} queries without any result, {time.perf_counter() - start:.1f}s -> {args.output}")
+    return 0
+
+
+def _same_folder(a: str, b: str | None) -> bool:
+    from pathlib import Path
+
+    return b is not None and Path(a).resolve() == Path(b).resolve()
+
+
+def _from_index(args, params, depth: int, start: float) -> int:
+    """A retriever read from its saved index: the corpus is not read (the index holds what it needs of it)."""
+    import time
+
+    from .. import retrievers
+    from ..core.data import load_dataset
+    from ..core.errors import InputError
+    from ..runs import write_run
+
+    if args.retriever not in retrievers.INDEXED:
+        raise InputError(f"{args.retriever} has no index on disk (indexed: {', '.join(retrievers.INDEXED)}): "
+                         "its --corpus can only be --dataset", str(args.corpus), field="--corpus")
+    if not args.dataset:
+        raise InputError("--corpus needs --dataset: the BEIR folder whose queries are run", field="--dataset")
+    retriever = retrievers.get(args.retriever).from_index_folder(args.corpus, params)
+    dataset = load_dataset(args.dataset, [args.split] if args.split else None, doc_ids=retriever.doc_ids)
+    queries = _queries(args, dataset, None)
+    result = retriever.search(queries, depth)
+    write_run(args.output, result, tag=args.retriever, depth=depth)
+    empty = sum(1 for docs in result.values() if not docs)
+    print(f"retrieve {args.retriever}: {len(queries)} queries, depth {depth}, {empty} queries without any result, "
+          f"index {args.corpus}, {time.perf_counter() - start:.1f}s -> {args.output}")
     return 0

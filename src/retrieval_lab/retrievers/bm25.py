@@ -32,6 +32,7 @@ from .base import top_k
 
 _DENSE_SHARE = 8  # a query touching more than 1/8 of the corpus is scored into one dense vector
 CHUNK = 1024  # documents tokenized and counted at once: bounds the temporary arrays of the build
+SPILL_CHUNK = 16_384  # the same when chunks go to disk: fewer, larger files
 FORMAT = "retrieval-lab-bm25-index/1"
 _ARRAYS = ("indptr", "docs", "tf", "lengths")
 
@@ -245,8 +246,18 @@ def _batches(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple
         yield batch
 
 
+def _runs(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of a term-sorted array: each run's term, its length, and each entry's rank within its run."""
+    starts = np.flatnonzero(np.diff(terms, prepend=-1))  # [u] where each term's run begins
+    lengths = np.diff(starts, append=len(terms))  # [u]
+    return terms[starts], lengths, np.arange(len(terms)) - np.repeat(starts, lengths)
+
+
 def _merge(parts: list, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The chunks' term-major postings placed into one CSR: term t's postings in chunk order (= row order)."""
+    """The chunks' term-major postings placed into one CSR: term t's postings in chunk order (= row order).
+
+    Work per chunk is its own postings (never the vocabulary size), so many small chunks cost no more.
+    """
     def arrays(part):
         return tuple(np.load(p, allow_pickle=False) for p in part) if isinstance(part[0], Path) else part
 
@@ -254,22 +265,24 @@ def _merge(parts: list, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     max_tf = 0
     for part in parts:
         terms, _, tf = arrays(part)
-        counts += np.bincount(terms, minlength=n_terms)
+        unique, lengths, _ = _runs(terms)
+        counts[unique] += lengths
         max_tf = max(max_tf, int(tf.max()) if len(tf) else 0)
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
+    del counts
     total = int(indptr[-1])
     docs = np.empty(total, dtype=np.int32)
     tf_out = np.empty(total, dtype=np.uint16 if max_tf <= np.iinfo(np.uint16).max else np.uint32)
     cursor = indptr[:-1].copy()  # [V] where each term's next posting goes
-    while parts:
-        terms, rows, tf = arrays(parts.pop(0))
-        local = np.bincount(terms, minlength=n_terms)  # [V]
-        starts = np.cumsum(local) - local  # [V] first position of each term within the chunk
-        positions = cursor[terms] + (np.arange(len(terms)) - starts[terms])
+    for i in range(len(parts)):
+        terms, rows, tf = arrays(parts[i])
+        parts[i] = None  # dropped once placed
+        unique, lengths, rank = _runs(terms)
+        positions = cursor[terms] + rank
         docs[positions] = rows
         tf_out[positions] = tf
-        cursor += local
+        cursor[unique] += lengths
     return indptr, docs, tf_out
 
 
@@ -319,6 +332,25 @@ class BM25Retriever:
         return cls(None, index.tokenizer, params, index.fields, index=index)
 
     @classmethod
+    def from_index_folder(cls, folder: str | Path, params: Params) -> BM25Retriever:
+        """A saved index (memory-mapped), refused when it was built with other tokenizer params or fields: it would
+        give another run (k1 and b apply at search time: any value serves)."""
+        index = BM25Index.load(folder)
+        meta = str(Path(folder) / "index.json")
+        if index.tokenizer != params.tokenizer:
+            raise InputError(f"built with tokenizer {dataclasses.asdict(index.tokenizer)}, params give "
+                             f"{dataclasses.asdict(params.tokenizer)}: build the index again", meta, field="tokenizer")
+        if index.fields != list(params.retrieve.fields):
+            raise InputError(f"built over fields {index.fields}, params give {list(params.retrieve.fields)}: build "
+                             "the index again", meta, field="fields")
+        return cls.from_index(index, params.bm25)
+
+    @staticmethod
+    def build_index(items: Iterable[tuple[str, str]], folder: Path, params: Params) -> BM25Index:
+        """Index (id, text) pairs read once into ``folder`` (an empty one)."""
+        return build_in(folder, items, params.tokenizer, params.retrieve.fields)
+
+    @classmethod
     def from_inputs(cls, params: Params, dataset=None, embeddings=None) -> BM25Retriever:
         if dataset is None:
             raise InputError("bm25 reads a BEIR folder: give --dataset", field="--dataset")
@@ -338,7 +370,7 @@ class BM25Retriever:
 
 
 def build_in(folder: Path, items: Iterable[tuple[str, str]], tokenizer: TokenizerParams, fields: list[str],
-             chunk: int = CHUNK) -> BM25Index:
+             chunk: int = SPILL_CHUNK) -> BM25Index:
     """Build with the chunks spilled to a scratch folder beside ``folder`` and save into ``folder``."""
     scratch = Path(tempfile.mkdtemp(prefix=".bm25-chunks-", dir=folder.parent))
     try:
