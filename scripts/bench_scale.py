@@ -376,7 +376,8 @@ def msmarco_bm25s(folder: str, depth: int) -> dict:
     return {"steps": step.rows, "queries": len(run)}
 
 
-def msmarco_size(n_docs: int, n_queries: int, depth: int, work_dir: Path, seed: int, reference: str | None) -> dict:
+def msmarco_size(n_docs: int, n_queries: int, depth: int, work_dir: Path, seed: int, reference: str | None,
+                 peer: bool = True) -> dict:
     folder = work_dir / f"msmarco{n_docs}"
     if folder.exists():
         shutil.rmtree(folder)
@@ -394,15 +395,16 @@ def msmarco_size(n_docs: int, n_queries: int, depth: int, work_dir: Path, seed: 
         steps.update(out.pop("steps"))
         ours[name] = out
         print(f"  {n_docs:>9,} passages: ours {name} done", flush=True)
-    peer = _bench.isolated(msmarco_bm25s, beir, depth)
-    print(f"  {n_docs:>9,} passages: bm25s done", flush=True)
     seconds = steps["bm25_index"]["seconds"] + steps["bm25_load_index"]["seconds"] + steps["bm25_search"]["seconds"]
-    peer_seconds = peer["steps"]["bm25s_index"]["seconds"] + peer["steps"]["bm25s_search"]["seconds"]
     peak = max(row["peak_mb"] for row in steps.values())
-    peer_peak = max(row["peak_mb"] for row in peer["steps"].values())
-    result.update(steps=steps, ours=ours, bm25s=peer["steps"], bm25_seconds=seconds, bm25s_seconds=peer_seconds,
-                  time_ratio=seconds / peer_seconds, peak_mb=peak, bm25s_peak_mb=peer_peak,
-                  peak_ratio=peak / peer_peak)
+    result.update(steps=steps, ours=ours, bm25_seconds=seconds, peak_mb=peak)
+    if peer:
+        peer = _bench.isolated(msmarco_bm25s, beir, depth)
+        print(f"  {n_docs:>9,} passages: bm25s done", flush=True)
+        peer_seconds = peer["steps"]["bm25s_index"]["seconds"] + peer["steps"]["bm25s_search"]["seconds"]
+        peer_peak = max(row["peak_mb"] for row in peer["steps"].values())
+        result.update(bm25s=peer["steps"], bm25s_seconds=peer_seconds, time_ratio=seconds / peer_seconds,
+                      bm25s_peak_mb=peer_peak, peak_ratio=peak / peer_peak)
     if reference:  # the run of the code before issue 46 (a copy of its src/ folder) on the same collection
         import subprocess
         import sys
@@ -420,13 +422,15 @@ def msmarco_main(args) -> None:
     work_dir = Path(args.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     results = [msmarco_size(n, args.queries, args.depth, work_dir, args.seed,
-                            args.reference_src if n <= args.reference_max else None) for n in args.sizes]
+                            args.reference_src if n <= args.reference_max else None,
+                            args.peer_max is None or n <= args.peer_max) for n in args.sizes]
     names = list(results[0]["steps"])
     table = {name: {"seconds": [r["steps"][name]["seconds"] for r in results],
                     "peak_mb": [r["steps"][name]["peak_mb"] for r in results]} for name in names}
-    for name in ("bm25s_index", "bm25s_search"):
-        table[name] = {"seconds": [r["bm25s"][name]["seconds"] for r in results],
-                       "peak_mb": [r["bm25s"][name]["peak_mb"] for r in results]}
+    if all("bm25s" in r for r in results):
+        for name in ("bm25s_index", "bm25s_search"):
+            table[name] = {"seconds": [r["bm25s"][name]["seconds"] for r in results],
+                           "peak_mb": [r["bm25s"][name]["peak_mb"] for r in results]}
     for row in table.values():
         row["exponents"] = growth_exponents(args.sizes, row["seconds"]) if len(args.sizes) > 1 else []
         # what the largest measured size and the last exponent give for MS MARCO's size: NOT a measurement
@@ -435,9 +439,9 @@ def msmarco_main(args) -> None:
     print(markdown(args.sizes, {n: {k: v for k, v in r.items() if k != "extrapolated_seconds_at_msmarco"}
                                 for n, r in table.items()}))
     for r in results:
-        print(f"{r['documents']:,} passages: ours {r['bm25_seconds']:.1f} s, peak {r['peak_mb']:,.0f} MiB; bm25s "
-              f"{r['bm25s_seconds']:.1f} s, peak {r['bm25s_peak_mb']:,.0f} MiB: time {r['time_ratio']:.2f}x, "
-              f"peak {r['peak_ratio']:.2f}x")
+        print(f"{r['documents']:,} passages: ours {r['bm25_seconds']:.1f} s, peak {r['peak_mb']:,.0f} MiB" + (
+              f"; bm25s {r['bm25s_seconds']:.1f} s, peak {r['bm25s_peak_mb']:,.0f} MiB: time {r['time_ratio']:.2f}x, "
+              f"peak {r['peak_ratio']:.2f}x" if "bm25s" in r else ""))
     out = {"shape": "msmarco", "sizes": args.sizes, "queries": args.queries, "depth": args.depth,
            "msmarco_passages": MSMARCO_PASSAGES, "table": table, "results": results,
            "goals": {"index_seconds_at_msmarco": 900, "search_seconds_at_msmarco": 300, "peak_mb": 12 * 1024,
@@ -525,6 +529,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=MSMARCO_DEPTH, help="msmarco shape only")
     parser.add_argument("--reference-src", help="msmarco shape: a src/ folder of the code to compare runs with")
     parser.add_argument("--reference-max", type=int, default=100_000, help="largest size compared with it")
+    parser.add_argument("--peer-max", type=int, help="msmarco shape: largest size bm25s also runs at (default: all)")
     args = parser.parse_args()
     if args.shape == "msmarco":
         msmarco_main(args)
