@@ -32,6 +32,7 @@ import json
 import math
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import _bench
@@ -73,10 +74,29 @@ def zipf_probabilities(size: int = VOCABULARY, s: float = 1.07, q: float = 2.7) 
     return weights / weights.sum()
 
 
-def synthetic_collection(n_docs: int, n_queries: int, seed: int = 0, chunk: int = 20_000):
+@dataclass(frozen=True)
+class Shape:
+    """Lengths in words: title and text log-normal (median, sigma), clipped; queries of ``query_words`` words
+    drawn from their positive (range, end excluded) plus one off-topic word. ``title_median`` 0: no title."""
+
+    title_median: float = 7
+    text_median: float = 90
+    text_sigma: float = 0.6
+    text_max: int = 1000
+    query_words: tuple[int, int] = (3, 9)
+
+
+# MS MARCO passage (v1): 8,841,823 passages without title of 56 words on average (sd ~ 20, hence a
+# log-normal of median 52.8 and sigma 0.35: mean 52.8 * e^(0.35^2 / 2) = 56.1), 6,980 dev queries of
+# ~6 words (here 2-9 from the passage + 1 off topic: 6.5), runs at depth 1,000
+MSMARCO = Shape(title_median=0, text_median=52.8, text_sigma=0.35, text_max=300, query_words=(2, 10))
+MSMARCO_PASSAGES, MSMARCO_QUERIES, MSMARCO_DEPTH = 8_841_823, 7_000, 1_000
+
+
+def synthetic_collection(n_docs: int, n_queries: int, seed: int = 0, chunk: int = 20_000, shape: Shape = Shape()):
     """Yield ("doc", id, title, text) for every document, then ("query", id, text, positive id).
 
-    Deterministic in ``seed`` and ``chunk``; at most one query per document (``n_queries <= n_docs``).
+    Deterministic in ``seed``, ``chunk`` and ``shape``; at most one query per document (``n_queries <= n_docs``).
     """
     rng = np.random.default_rng(seed)
     words = vocabulary()
@@ -85,8 +105,10 @@ def synthetic_collection(n_docs: int, n_queries: int, seed: int = 0, chunk: int 
     sources, nxt = [], 0  # (document, its non-stopword token ids) of each query's positive
     for start in range(0, n_docs, chunk):
         n = min(chunk, n_docs - start)
-        title_len = np.clip(rng.lognormal(math.log(7), 0.4, n).astype(int), 1, 30)  # [n]
-        text_len = np.clip(rng.lognormal(math.log(90), 0.6, n).astype(int), 5, 1000)  # [n]
+        title_len = (np.clip(rng.lognormal(math.log(shape.title_median), 0.4, n).astype(int), 1, 30)
+                     if shape.title_median else np.zeros(n, dtype=int))  # [n]
+        text_len = np.clip(rng.lognormal(math.log(shape.text_median), shape.text_sigma, n).astype(int), 5,
+                           shape.text_max)  # [n]
         ids = np.minimum(np.searchsorted(cdf, rng.random(int(title_len.sum() + text_len.sum()))),
                          len(words) - 1)  # [tokens of the chunk]
         tokens = words[ids]
@@ -102,19 +124,19 @@ def synthetic_collection(n_docs: int, n_queries: int, seed: int = 0, chunk: int 
             offset += text_len[i]
             yield "doc", f"d{start + i}", title.capitalize(), text
     for q, (doc, content) in enumerate(sources):
-        length = int(rng.integers(3, 9))
+        length = int(rng.integers(*shape.query_words))
         chosen = rng.choice(content, size=min(length, len(content)), replace=False) if len(content) else []
         noise = np.minimum(np.searchsorted(cdf, rng.random(1)), len(words) - 1)  # one word off topic
         yield "query", f"q{q}", " ".join(words[np.concatenate([chosen, noise]).astype(int)]), f"d{doc}"
 
 
-def write_collection(folder: Path, n_docs: int, n_queries: int, seed: int = 0) -> Path:
+def write_collection(folder: Path, n_docs: int, n_queries: int, seed: int = 0, shape: Shape = Shape()) -> Path:
     """The synthetic collection as a BEIR folder (qrels/train.tsv and qrels/test.tsv: even, odd queries)."""
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     qrels = {"train": ["query-id\tcorpus-id\tscore\n"], "test": ["query-id\tcorpus-id\tscore\n"]}
     with open(folder / "corpus.jsonl", "w", encoding="utf-8") as corpus, \
             open(folder / "queries.jsonl", "w", encoding="utf-8") as queries:
-        for kind, item_id, a, b in synthetic_collection(n_docs, n_queries, seed):
+        for kind, item_id, a, b in synthetic_collection(n_docs, n_queries, seed, shape=shape):
             if kind == "doc":
                 corpus.write(json.dumps({"_id": item_id, "title": a, "text": b}) + "\n")
             else:
@@ -268,6 +290,166 @@ def faiss_steps(n_docs: int, n_queries: int, dim: int = 384, seed: int = 0) -> d
     return {"documents": n_docs, "queries": n_queries, "dim": dim, "rows": rows}
 
 
+# ----------------------------------------------------------------------------- MS MARCO passage shape (issue 46)
+
+_REFERENCE = """
+import sys
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.core.params import Params
+from retrieval_lab.retrievers.bm25 import BM25Retriever
+from retrieval_lab.runs import write_run
+dataset, params = load_dataset(sys.argv[1]), Params()
+bm25 = BM25Retriever(dataset.corpus, params.tokenizer, params.bm25, params.retrieve.fields)
+write_run(sys.argv[2], bm25.search({q: v.text for q, v in dataset.queries.items()}, int(sys.argv[3])), "bm25",
+          int(sys.argv[3]))
+"""
+
+
+def msmarco_index(folder: str, work: str) -> dict:
+    """``bm25_index``: one streamed pass over corpus.jsonl (no text kept), chunks spilled to disk, saved."""
+    from retrieval_lab.core.data import corpus_file, iter_corpus
+    from retrieval_lab.core.params import Params
+    from retrieval_lab.retrievers.bm25 import build_in
+
+    step, params = _Steps(), Params()
+    fields = params.retrieve.fields
+    out = Path(work) / "index"
+    out.mkdir()
+    index = step("bm25_index", lambda: build_in(out, ((d.id, d.content(fields)) for d in
+                                                      iter_corpus(corpus_file(folder))), params.tokenizer, fields))
+    return {"steps": step.rows, "index_mb": sum(f.stat().st_size for f in out.iterdir()) / 2**20,
+            "postings": len(index.docs), "terms": len(index.terms), "tf_dtype": str(index.tf.dtype)}
+
+
+def msmarco_search(folder: str, work: str, depth: int) -> dict:
+    """``load`` (queries, qrels), ``bm25_load_index`` (memory-mapped), ``bm25_search``, ``write_run``,
+    ``metrics``."""
+    from retrieval_lab.core.data import read_qrels, read_queries
+    from retrieval_lab.core.params import Params
+    from retrieval_lab.metrics import measure_run
+    from retrieval_lab.retrievers.bm25 import BM25Index, BM25Retriever
+    from retrieval_lab.runs import write_run
+
+    step, params = _Steps(), Params()
+    queries, qrels = step("load", lambda: ({q: v.text for q, v in read_queries(Path(folder) / "queries.jsonl").items()},
+                                           read_qrels(Path(folder) / "qrels" / "test.tsv")))
+    index = step("bm25_load_index", lambda: BM25Index.load(Path(work) / "index"))
+    retriever = BM25Retriever.from_index(index, params.bm25)
+    run = step("bm25_search", lambda: retriever.search(queries, depth))
+    step("write_run", lambda: write_run(Path(work) / "bm25.trec", run, "bm25", depth))
+    means = step("metrics", lambda: measure_run(qrels, run, ["nDCG@10", "RR@10", f"R@{depth}"]).means)
+    return {"steps": step.rows, "means": means, "queries": len(queries)}
+
+
+def msmarco_bm25s(folder: str, depth: int) -> dict:
+    """bm25s doing the same work: read the texts, tokenize (its own, same stopwords and stemmer), index; then
+    retrieve every query at ``depth`` into a run."""
+    import bm25s
+    import Stemmer
+
+    from retrieval_lab.core.data import corpus_file, iter_corpus, read_queries
+    from retrieval_lab.core.params import Params
+
+    step, params = _Steps(), Params()
+    stemmer = Stemmer.Stemmer("english")
+    ids: list[str] = []
+
+    def index():
+        texts = []
+        for doc in iter_corpus(corpus_file(folder)):
+            ids.append(doc.id)
+            texts.append(doc.content(params.retrieve.fields))
+        model = bm25s.BM25(k1=params.bm25.k1, b=params.bm25.b, method="lucene")
+        model.index(bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False), show_progress=False)
+        return model
+
+    model = step("bm25s_index", index)
+    queries = {q: v.text for q, v in read_queries(Path(folder) / "queries.jsonl").items()}
+
+    def search():
+        qids = list(queries)
+        tokens = bm25s.tokenize([queries[q] for q in qids], stopwords="en", stemmer=stemmer, show_progress=False)
+        rows, scores = model.retrieve(tokens, k=min(depth, len(ids)), show_progress=False)
+        return {q: {ids[j]: float(v) for j, v in zip(r, sc) if v > 0} for q, r, sc in zip(qids, rows, scores)}
+
+    run = step("bm25s_search", search)
+    return {"steps": step.rows, "queries": len(run)}
+
+
+def msmarco_size(n_docs: int, n_queries: int, depth: int, work_dir: Path, seed: int, reference: str | None,
+                 peer: bool = True) -> dict:
+    folder = work_dir / f"msmarco{n_docs}"
+    if folder.exists():
+        shutil.rmtree(folder)
+    start = time.perf_counter()
+    write_collection(folder / "beir", n_docs, n_queries, seed, MSMARCO)
+    result = {"documents": n_docs, "generate_seconds": time.perf_counter() - start,
+              "corpus_mb": (folder / "beir" / "corpus.jsonl").stat().st_size / 2**20}
+    work = folder / "work"
+    work.mkdir()
+    beir = str(folder / "beir")
+    ours, steps = {}, {}
+    for name, fn, args in (("index", msmarco_index, (beir, str(work))),
+                           ("search", msmarco_search, (beir, str(work), depth))):
+        out = _bench.isolated(fn, *args)
+        steps.update(out.pop("steps"))
+        ours[name] = out
+        print(f"  {n_docs:>9,} passages: ours {name} done", flush=True)
+    seconds = steps["bm25_index"]["seconds"] + steps["bm25_load_index"]["seconds"] + steps["bm25_search"]["seconds"]
+    peak = max(row["peak_mb"] for row in steps.values())
+    result.update(steps=steps, ours=ours, bm25_seconds=seconds, peak_mb=peak)
+    if peer:
+        peer = _bench.isolated(msmarco_bm25s, beir, depth)
+        print(f"  {n_docs:>9,} passages: bm25s done", flush=True)
+        peer_seconds = peer["steps"]["bm25s_index"]["seconds"] + peer["steps"]["bm25s_search"]["seconds"]
+        peer_peak = max(row["peak_mb"] for row in peer["steps"].values())
+        result.update(bm25s=peer["steps"], bm25s_seconds=peer_seconds, time_ratio=seconds / peer_seconds,
+                      bm25s_peak_mb=peer_peak, peak_ratio=peak / peer_peak)
+    if reference:  # the run of the code before issue 46 (a copy of its src/ folder) on the same collection
+        import subprocess
+        import sys
+
+        path = work / "reference.trec"
+        subprocess.run([sys.executable, "-c", _REFERENCE, beir, str(path), str(depth)], check=True,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": reference, "OMP_NUM_THREADS": "1"})
+        result["identical_to_reference"] = path.read_bytes() == (work / "bm25.trec").read_bytes()
+        print(f"  {n_docs:>9,} passages: run identical to the reference's: {result['identical_to_reference']}")
+    shutil.rmtree(folder)
+    return result
+
+
+def msmarco_main(args) -> None:
+    work_dir = Path(args.work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    results = [msmarco_size(n, args.queries, args.depth, work_dir, args.seed,
+                            args.reference_src if n <= args.reference_max else None,
+                            args.peer_max is None or n <= args.peer_max) for n in args.sizes]
+    names = list(results[0]["steps"])
+    table = {name: {"seconds": [r["steps"][name]["seconds"] for r in results],
+                    "peak_mb": [r["steps"][name]["peak_mb"] for r in results]} for name in names}
+    if all("bm25s" in r for r in results):
+        for name in ("bm25s_index", "bm25s_search"):
+            table[name] = {"seconds": [r["bm25s"][name]["seconds"] for r in results],
+                           "peak_mb": [r["bm25s"][name]["peak_mb"] for r in results]}
+    for row in table.values():
+        row["exponents"] = growth_exponents(args.sizes, row["seconds"]) if len(args.sizes) > 1 else []
+        # what the largest measured size and the last exponent give for MS MARCO's size: NOT a measurement
+        k = row["exponents"][-1] if row["exponents"] else 1.0
+        row["extrapolated_seconds_at_msmarco"] = row["seconds"][-1] * (MSMARCO_PASSAGES / args.sizes[-1]) ** max(k, 1.0)
+    print(markdown(args.sizes, {n: {k: v for k, v in r.items() if k != "extrapolated_seconds_at_msmarco"}
+                                for n, r in table.items()}))
+    for r in results:
+        print(f"{r['documents']:,} passages: ours {r['bm25_seconds']:.1f} s, peak {r['peak_mb']:,.0f} MiB" + (
+              f"; bm25s {r['bm25s_seconds']:.1f} s, peak {r['bm25s_peak_mb']:,.0f} MiB: time {r['time_ratio']:.2f}x, "
+              f"peak {r['peak_ratio']:.2f}x" if "bm25s" in r else ""))
+    out = {"shape": "msmarco", "sizes": args.sizes, "queries": args.queries, "depth": args.depth,
+           "msmarco_passages": MSMARCO_PASSAGES, "table": table, "results": results,
+           "goals": {"index_seconds_at_msmarco": 900, "search_seconds_at_msmarco": 300, "peak_mb": 12 * 1024,
+                     "exponent": 1.1, "time_ratio": 0.9, "peak_ratio": 1.0},
+           "measured_at_msmarco_size": MSMARCO_PASSAGES in args.sizes, "machine": machine()}
+    _bench.write_json(args.json, out)
+
+
 # ----------------------------------------------------------------------------- driver
 
 
@@ -341,7 +523,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work-dir", default="/tmp/bench-scale")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--shape", choices=["default", "msmarco"], default="default",
+                        help="msmarco: passages of MS MARCO's lengths, --queries 7000 at --depth 1000, ours "
+                        "(streamed, saved, memory-mapped index) against bm25s at each size")
+    parser.add_argument("--depth", type=int, default=MSMARCO_DEPTH, help="msmarco shape only")
+    parser.add_argument("--reference-src", help="msmarco shape: a src/ folder of the code to compare runs with")
+    parser.add_argument("--reference-max", type=int, default=100_000, help="largest size compared with it")
+    parser.add_argument("--peer-max", type=int, help="msmarco shape: largest size bm25s also runs at (default: all)")
     args = parser.parse_args()
+    if args.shape == "msmarco":
+        msmarco_main(args)
+        return
     work_dir = Path(args.work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     results = []

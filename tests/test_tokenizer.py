@@ -84,3 +84,31 @@ def test_repeated_calls_give_the_same_tokens():
     tok = Tokenizer(TokenizerParams())
     # the second call reads memoised stems and stopword decisions
     assert tok.tokenize("The cells divided") == tok.tokenize("The cells divided") == ["cell", "divid"]
+
+
+def test_the_ascii_fast_path_gives_the_regex_tokens_for_every_ascii_character():
+    """translate + split must cut exactly where the word-run regex does: every ASCII character, in runs."""
+    import random
+    import re
+
+    chars = [chr(i) for i in range(128)]
+    rng = random.Random(0)
+    texts = ["".join(rng.choices(chars, k=rng.randint(0, 80))) for _ in range(2000)] + ["", "a_b-c d9 __ \x1c x"]
+    for pattern in (r"(?u)\b\w+\b", r"\w+"):
+        tok = Tokenizer(TokenizerParams(pattern=pattern, lowercase=False, stopwords=None, stemmer=None))
+        for text in texts:
+            assert tok.split(text) == re.findall(pattern, text), repr(text)
+    assert Tokenizer(PLAIN).split("Don't STOP_me now2") == ["don", "t", "stop_me", "now2"]
+
+
+def test_finalise_many_is_finalise_of_each_and_the_lists_are_read_without_importing_bm25s():
+    import subprocess
+    import sys
+
+    tok = Tokenizer(TokenizerParams())
+    words = ["the", "running", "cells", "of", "élégantes", "x"]
+    assert tok.finalise_many(words) == [tok.finalise(w) for w in words] == ["", "run", "cell", "", "élégant", "x"]
+    code = ("import sys; from retrieval_lab.tokenizer import load_stopwords; w = load_stopwords('english'); "
+            "print(len(w), 'the' in w, 'bm25s' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.split() == ["33", "True", "False"]

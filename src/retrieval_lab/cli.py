@@ -36,6 +36,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "generate": "generate",
         "prepare": "prepare",
         "encode": "encode",
+        "index": "index",
         "retrieve": "retrieve",
         "fuse": "fuse",
         "mine": "mine",

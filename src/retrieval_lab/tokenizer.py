@@ -12,7 +12,11 @@ Lucene's 33-word English stop set, the one Anserini's BM25 baselines use.
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
 import re
+import string
 import unicodedata
 from pathlib import Path
 
@@ -31,10 +35,23 @@ BM25S_LISTS = {  # tokenizer.stopwords language (core.rules.STOPWORD_LANGUAGES) 
 }
 
 
+@functools.cache
 def _builtin_stopwords() -> dict[str, frozenset[str]]:
-    from bm25s import stopwords as sw
+    """The lists of ``bm25s/stopwords.py``, read as literals: importing bm25s would load SciPy (0.15 s, 28 MiB)."""
+    spec = importlib.util.find_spec("bm25s")  # locates the package without running it
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("bm25s is not installed: it ships the built-in stopword lists", field="tokenizer.stopwords")
+    source = Path(next(iter(spec.submodule_search_locations))) / "stopwords.py"
+    lists = {target.id: node.value for node in ast.parse(source.read_text(encoding="utf-8")).body
+             if isinstance(node, ast.Assign) for target in node.targets if isinstance(target, ast.Name)}
+    return {lang: frozenset(ast.literal_eval(lists[attr])) for lang, attr in BM25S_LISTS.items() if attr in lists}
 
-    return {lang: frozenset(getattr(sw, attr)) for lang, attr in BM25S_LISTS.items() if hasattr(sw, attr)}
+
+# Patterns whose matches are exactly the maximal runs of \w characters; on ASCII text those are the runs of
+# [A-Za-z0-9_], which translate + split finds 2-3x faster than the regex engine (same tokens, same order).
+_WORD_RUNS = {r"(?u)\b\w+\b", r"\b\w+\b", r"\w+", r"(?u)\w+"}
+_ASCII_NON_WORD = str.maketrans({c: " " for c in map(chr, range(128))
+                                 if c not in string.ascii_letters + string.digits + "_"})
 
 
 def _read_stopword_file(path: Path) -> frozenset[str]:
@@ -73,6 +90,7 @@ class Tokenizer:
     def __init__(self, params: TokenizerParams, source: str = "params.yaml"):
         self.params = params  # its pattern and stemmer were checked when it was built (core.params)
         self._regex = re.compile(params.pattern)
+        self._word_runs = params.pattern in _WORD_RUNS
         stop = load_stopwords(params.stopwords, source)  # a file is read (and checked) here
         # Stopwords match case-insensitively when tokens are lowercased.
         self._stopwords = frozenset(w.lower() for w in stop) if params.lowercase else stop
@@ -93,11 +111,20 @@ class Tokenizer:
 
     _finalise = finalise
 
+    def finalise_many(self, tokens: list[str]) -> list[str]:
+        """``finalise`` of each token, the stems in one call to the stemmer."""
+        stop = self._stopwords
+        kept = [t for t in tokens if t not in stop]
+        stems = iter(self._stemmer.stemWords(kept) if self._stemmer is not None else kept)
+        return ["" if t in stop else next(stems) for t in tokens]
+
     def split(self, text: str) -> list[str]:
         """The first three steps: normalised, lowercased (if set) raw tokens; ``finalise`` does the rest."""
         text = unicodedata.normalize("NFC", text)
         if self.params.lowercase:
             text = text.lower()
+        if self._word_runs and text.isascii():
+            return text.translate(_ASCII_NON_WORD).split()
         return self._regex.findall(text)
 
     def tokenize(self, text: str) -> list[str]:

@@ -89,3 +89,36 @@ def test_dense_embeddings_of_another_corpus_are_refused(tmp_path, capsys):
     assert run_command("retrieve", ["--retriever", "dense", "--embeddings", str(tmp_path / "emb"),
                                     "--dataset", str(beir), "--output", str(tmp_path / "x.trec")]) == 2
     assert "2 documents are not the 3" in capsys.readouterr().err
+
+
+def test_bm25_from_a_saved_index_gives_the_same_run_bytes_and_refuses_other_params(tmp_path, capsys):
+    beir = _beir(tmp_path)
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir),
+                                    "--output", str(tmp_path / "direct.trec")]) == 0
+    assert run_command("index", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "idx")]) == 0
+    assert "3 documents, " in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [
+        ".retrieval-lab-output", "doc_ids.json", "docs.npy", "index.json", "indptr.npy", "lengths.npy", "tf.npy",
+        "vocab.json"]
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "idx"),
+                                    "--output", str(tmp_path / "indexed.trec")]) == 0
+    assert "index " + str(tmp_path / "idx") in capsys.readouterr().out
+    # --corpus naming --dataset itself is the default (what the pipeline gives lsa)
+    assert run_command("retrieve", ["--retriever", "lsa", "--dataset", str(beir), "--corpus", str(beir),
+                                    "--set", "lsa.dims=2", "--output", str(tmp_path / "lsa.trec")]) == 0
+    assert (tmp_path / "indexed.trec").read_bytes() == (tmp_path / "direct.trec").read_bytes()
+    # k1 and b apply at search time: the same index serves other values
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "idx"),
+                                    "--set", "bm25.b=0.0", "--output", str(tmp_path / "b0.trec")]) == 0
+    assert (tmp_path / "b0.trec").read_bytes() != (tmp_path / "direct.trec").read_bytes()
+    # an index of other tokens or fields would give another run: refused, nothing written
+    out = tmp_path / "refused.trec"
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "idx"),
+                                    "--set", "tokenizer.stemmer=null", "--output", str(out)]) == 2
+    assert "field 'tokenizer': built with tokenizer" in capsys.readouterr().err
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "idx"),
+                                    "--set", "retrieve.fields=[text]", "--output", str(out)]) == 2
+    assert run_command("retrieve", ["--retriever", "lsa", "--dataset", str(beir), "--corpus", str(tmp_path / "idx"),
+                                    "--output", str(out)]) == 2
+    assert run_command("index", ["--retriever", "lsa", "--dataset", str(beir), "--output", str(tmp_path / "x")]) == 2
+    assert not out.exists() and not (tmp_path / "x").exists()

@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 
 from retrieval_lab.core.data import Doc, load_dataset
@@ -120,3 +121,72 @@ def test_scifact_run_bytes_depend_neither_on_the_process_nor_on_numpys_cpu_dispa
     assert first.count("\n") > 29_000  # 300 queries, up to 100 documents each
     assert run("2", "") == first
     assert run("3", NO_AVX512) == first
+
+
+# ----------------------------------------------------------------------------- the compact index (issue 46)
+
+
+def test_index_arrays_by_hand():
+    from retrieval_lab.retrievers.bm25 import BM25Index
+
+    index = BM25Index.from_corpus(_corpus({"d1": "cat sat", "d2": "cat cat dog", "d3": "bird"}), PLAIN, FIELDS)
+    # term ids in first-occurrence order; postings term-major, rows ascending within a term
+    assert index.terms == ["cat", "sat", "dog", "bird"]
+    assert index.indptr.tolist() == [0, 2, 3, 4, 5]
+    assert index.docs.tolist() == [0, 1, 0, 1, 2] and index.docs.dtype == "int32"
+    assert index.tf.tolist() == [1, 2, 1, 1, 1] and index.tf.dtype == "uint16"
+    assert index.lengths.tolist() == [2, 3, 1]
+    assert (index.stats.documents, index.stats.total_length, index.stats.avgdl) == (3, 6, 2.0)
+
+
+def test_a_term_frequency_past_uint16_widens_the_array():
+    from retrieval_lab.retrievers.bm25 import BM25Index
+
+    index = BM25Index.from_corpus(_corpus({"d1": "cat " * 70_000, "d2": "dog"}), PLAIN, FIELDS)
+    assert index.tf.dtype == "uint32" and index.tf.tolist() == [70_000, 1]
+
+
+def _texts(n: int) -> dict[str, Doc]:
+    import random
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(60)] + ["the", "of", "running", "runs", "ran"]
+    return {f"d{i}": Doc(f"d{i}", rng.choice(words), " ".join(rng.choices(words, k=rng.randint(0, 30))))
+            for i in range(n)}
+
+
+def test_chunked_spilled_saved_and_memory_mapped_index_gives_the_same_run_bytes(tmp_path):
+    """Chunks of 1, 7 and all documents, spilled or not, saved and read back memory-mapped: one run."""
+    from retrieval_lab.core.params import Params
+    from retrieval_lab.retrievers.bm25 import BM25Index, build_in, corpus_items
+    from retrieval_lab.runs import format_run
+
+    corpus, params = _texts(200), Params()
+    queries = {f"q{i}": " ".join(list(corpus.values())[i * 7].text.split()[:4]) or "w1" for i in range(20)}
+    ref = BM25Index.from_corpus(corpus, params.tokenizer, FIELDS, chunk=10_000)
+    expected = format_run(BM25Retriever.from_index(ref, params.bm25).search(queries, 10), "bm25")
+    assert expected.count("\n") > 100
+    for chunk in (1, 7):
+        (tmp_path / str(chunk)).mkdir()
+        built = build_in(tmp_path / str(chunk), corpus_items(corpus, FIELDS), params.tokenizer, FIELDS, chunk)
+        loaded = BM25Index.load(tmp_path / str(chunk))
+        assert isinstance(loaded.docs, np.memmap)
+        for index in (built, loaded):
+            for name in ("indptr", "docs", "tf", "lengths"):
+                assert np.array_equal(getattr(index, name), getattr(ref, name)), name
+            assert index.terms == ref.terms and index.doc_ids == ref.doc_ids
+            assert format_run(BM25Retriever.from_index(index, params.bm25).search(queries, 10), "bm25") == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1", "7"]  # the spilled chunks are gone
+
+
+def test_loading_never_unpickles_and_names_the_bad_file(tmp_path):
+    from retrieval_lab.core.errors import InputError
+    from retrieval_lab.retrievers.bm25 import BM25Index
+
+    BM25Index.from_corpus(_corpus({"d1": "cat", "d2": "dog"}), PLAIN, FIELDS).save(tmp_path)
+    np.save(tmp_path / "docs.npy", np.array([object(), object()], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match="docs.npy"):
+        BM25Index.load(tmp_path)
+    (tmp_path / "index.json").write_text('{"format": "other"}')
+    with pytest.raises(InputError, match="index.json"):
+        BM25Index.load(tmp_path)

@@ -76,3 +76,26 @@ def test_a_repeated_step_keeps_its_fastest_call(bench, monkeypatch):
     step = bench._Steps()
     assert step("metrics", lambda: "result", repeats=3) == "result"
     assert step.rows["metrics"]["seconds"] == 0.07 and step.rows["metrics"]["repeats"] == 3
+
+
+def test_the_msmarco_shape_has_its_passage_and_query_lengths(bench):
+    items = list(bench.synthetic_collection(4000, 300, seed=5, shape=bench.MSMARCO))
+    docs = {i: (t, x) for kind, i, t, x in items if kind == "doc"}
+    queries = [text for kind, _, text, _ in items if kind == "query"]
+    lengths = [len(x.split()) for _, x in docs.values()]
+    assert all(t == "" for t, _ in docs.values())  # passages have no title
+    assert 53 < sum(lengths) / len(lengths) < 59 and min(lengths) >= 5 and max(lengths) <= 300
+    assert 5.5 < sum(len(q.split()) for q in queries) / len(queries) < 7.5  # 2-9 words + 1 off topic
+
+
+def test_the_msmarco_steps_run_at_tiny_size(bench, tmp_path):
+    folder = bench.write_collection(tmp_path / "beir", 500, 60, seed=2, shape=bench.MSMARCO)
+    work = tmp_path / "work"
+    work.mkdir()
+    index = bench.msmarco_index(str(folder), str(work))
+    assert index["postings"] > 500 and index["tf_dtype"] == "uint16" and index["index_mb"] > 0
+    search = bench.msmarco_search(str(folder), str(work), 50)
+    assert set(search["steps"]) == {"load", "bm25_load_index", "bm25_search", "write_run", "metrics"}
+    assert search["means"]["nDCG@10"] > 0.8 and search["queries"] == 60  # a query is words of its positive
+    peer = bench.msmarco_bm25s(str(folder), 50)
+    assert set(peer["steps"]) == {"bm25s_index", "bm25s_search"} and peer["queries"] == 60

@@ -21,7 +21,7 @@ def _derived(args: argparse.Namespace) -> Found:
     return found
 
 
-PATHS = Paths(inputs={"--dataset": FOLDER, "--embeddings": FOLDER}, outputs={"--output": FILE, "--timing": FILE},
+PATHS = Paths(inputs={"--dataset": FOLDER, "--embeddings": FOLDER, "--corpus": FOLDER}, outputs={"--output": FILE, "--timing": FILE},
               words=("--retriever", "--split", "--external"), derive=_derived)
 
 
@@ -37,6 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", help="BEIR folder: the corpus for lexical retrievers, the queries "
                         "(and qrels for --split) for all; dense encodes it on the fly without --embeddings")
     parser.add_argument("--embeddings", help="embeddings folder (from `encode` or training), dense only")
+    parser.add_argument("--corpus", help="where the documents come from: --dataset itself (the default), or an "
+                        "index folder written by `retrieval-lab index` for this retriever (bm25), read memory-mapped "
+                        "instead of indexing --dataset's corpus again (its queries and qrels are still read)")
     parser.add_argument("--split", help="only this split's queries (default: every query of the folder)")
     parser.add_argument("--depth", type=int, help="documents per query (default: retrieve.depth)")
     add_params_args(parser)
@@ -87,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.embeddings and cls.needs != "embeddings":
         raise InputError(f"{args.retriever} reads a BEIR folder (--dataset), not embeddings", field="--embeddings")
     start = time.perf_counter()
+    if args.corpus and not _same_folder(args.corpus, args.dataset):
+        return _from_index(args, params, depth, start)
     dataset = load_dataset(args.dataset, [args.split] if args.split else None) if args.dataset else None
     if dataset is not None and args.retriever != "external":
         consequence = (LEXICAL_MISS if cls.needs == "dataset"
@@ -152,4 +157,35 @@ def _external(args, cls, params, dataset, depth: int, start: float) -> int:
     for qid, why in list(calls["failures"].items())[:10]:
         print(f"  failed {qid}: {why}")
     _print_latency(args.external, collected.timing)
+    return 0
+
+
+def _same_folder(a: str, b: str | None) -> bool:
+    from pathlib import Path
+
+    return b is not None and Path(a).resolve() == Path(b).resolve()
+
+
+def _from_index(args, params, depth: int, start: float) -> int:
+    """A retriever read from its saved index: the corpus is not read (the index holds what it needs of it)."""
+    import time
+
+    from .. import retrievers
+    from ..core.data import load_dataset
+    from ..core.errors import InputError
+    from ..runs import write_run
+
+    if args.retriever not in retrievers.INDEXED:
+        raise InputError(f"{args.retriever} has no index on disk (indexed: {', '.join(retrievers.INDEXED)}): "
+                         "its --corpus can only be --dataset", str(args.corpus), field="--corpus")
+    if not args.dataset:
+        raise InputError("--corpus needs --dataset: the BEIR folder whose queries are run", field="--dataset")
+    retriever = retrievers.get(args.retriever).from_index_folder(args.corpus, params)
+    dataset = load_dataset(args.dataset, [args.split] if args.split else None, doc_ids=retriever.doc_ids)
+    queries = _queries(args, dataset, None)
+    result = retriever.search(queries, depth)
+    write_run(args.output, result, tag=args.retriever, depth=depth)
+    empty = sum(1 for docs in result.values() if not docs)
+    print(f"retrieve {args.retriever}: {len(queries)} queries, depth {depth}, {empty} queries without any result, "
+          f"index {args.corpus}, {time.perf_counter() - start:.1f}s -> {args.output}")
     return 0

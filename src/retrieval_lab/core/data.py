@@ -286,15 +286,24 @@ def read_jsonl_records(path: str | Path, kind: str) -> Iterator[tuple[int, dict]
         yield number, obj
 
 
-def read_corpus(path: str | Path) -> dict[str, Doc]:
+def iter_corpus(path: str | Path) -> Iterator[Doc]:
+    """Each document of a corpus.jsonl (gzipped or not) as it is read: one pass, one document's text held at a
+    time (only the ids are remembered, to refuse a duplicate)."""
     path = Path(path)
-    corpus = {}
     for number, obj in read_jsonl_records(path, "document"):
         title = _string(obj, "title", path, number)
         text = _string(obj, "text", path, number)  # may be empty: title-only and empty documents are kept
         metadata = obj.get("metadata") or {}
-        corpus[obj["_id"]] = Doc(obj["_id"], title, text, metadata.get("family"), metadata)
-    return corpus
+        yield Doc(obj["_id"], title, text, metadata.get("family"), metadata)
+
+
+def read_corpus(path: str | Path) -> dict[str, Doc]:
+    return {doc.id: doc for doc in iter_corpus(path)}
+
+
+def corpus_file(folder: str | Path) -> Path:
+    """A BEIR folder's corpus.jsonl, or corpus.jsonl.gz when only that exists."""
+    return _plain_or_gz(Path(folder) / "corpus.jsonl")
 
 
 def read_queries(path: str | Path) -> dict[str, Query]:
@@ -393,22 +402,25 @@ def qrels_splits(qrels_dir: Path) -> list[str]:
                    for pattern in ("*.tsv", "*.tsv.gz") for p in qrels_dir.glob(pattern)})
 
 
-def load_dataset(path: str | Path, splits: list[str] | None = None) -> Dataset:
+def load_dataset(path: str | Path, splits: list[str] | None = None, doc_ids: list[str] | None = None) -> Dataset:
     """Load and check a BEIR folder; ``splits`` defaults to every ``qrels/*.tsv``.
 
     Each file may be gzipped in place (``corpus.jsonl.gz``, ``qrels/test.tsv.gz``).
+    ``doc_ids`` (an index's, in collection order): the corpus is not read, the qrels are checked
+    against these ids, and ``corpus`` is left empty.
 
     ``report`` counts, per split, judged queries and those without any positive.
     """
     path = Path(path)
-    corpus = read_corpus(_plain_or_gz(path / "corpus.jsonl"))
+    corpus = read_corpus(_plain_or_gz(path / "corpus.jsonl")) if doc_ids is None else dict.fromkeys(doc_ids)
     queries = read_queries(_plain_or_gz(path / "queries.jsonl"))
     qrels_dir = path / "qrels"
     if splits is None:
         splits = qrels_splits(qrels_dir)
         if not splits:
             raise InputError("no qrels/<split>.tsv file", str(qrels_dir))
-    qrels, report = {}, {"documents": len(corpus), "documents_without_text": len(empty_documents(corpus)),
+    qrels, report = {}, {"documents": len(corpus),
+                         "documents_without_text": len(empty_documents(corpus)) if doc_ids is None else None,
                          "queries": len(queries), "splits": {}}
     for split in splits:
         qrels[split] = read_qrels(_plain_or_gz(qrels_dir / f"{split}.tsv"), queries, corpus)
@@ -419,7 +431,7 @@ def load_dataset(path: str | Path, splits: list[str] | None = None) -> Dataset:
             "queries_without_positive_ids": no_positive[:50],
             "judgments": sum(len(j) for j in qrels[split].values()),
         }
-    return Dataset(path, corpus, queries, qrels, report)
+    return Dataset(path, corpus if doc_ids is None else {}, queries, qrels, report)
 
 
 # ----------------------------------------------------------------------------- writing

@@ -21,6 +21,11 @@ REGISTRY = {
 }
 
 
+# retrievers with an index on disk: `retrieval-lab index` writes it, `retrieve --index` reads it (their class
+# has build_index(items, folder, params) and from_index_folder(folder, params))
+INDEXED = ("bm25",)
+
+
 def names() -> list[str]:
     return sorted(REGISTRY)
 

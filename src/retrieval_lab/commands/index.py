@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import argparse
+
+from ..core.guard import FOLDER, Paths
+from ..core.params_cli import add_params_args, params_of
+
+HELP = ("build a lexical retriever's index of a BEIR corpus once, read in one pass (bm25: compact postings, "
+        "memory-mapped by retrieve --corpus)")
+PATHS = Paths(inputs={"--dataset": FOLDER}, outputs={"--output": FOLDER}, words=("--retriever",))
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--retriever", required=True, help="retriever name (bm25)")
+    parser.add_argument("--dataset", required=True, help="BEIR folder whose corpus.jsonl (or .gz) is indexed")
+    parser.add_argument("--output", required=True, help="index folder to write (replaced whole)")
+    add_params_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from .. import retrievers
+    from ..core.atomic import atomic_path
+    from ..core.data import LEXICAL_MISS, corpus_file, iter_corpus
+    from ..core.errors import InputError
+
+    params = params_of(args)
+    cls = retrievers.get(args.retriever)  # an unknown name is refused with the registry's choices
+    if args.retriever not in retrievers.INDEXED:
+        raise InputError(f"{args.retriever} has no index on disk (indexed: {', '.join(retrievers.INDEXED)})",
+                         field="--retriever")
+    fields = params.retrieve.fields
+    source = corpus_file(args.dataset)
+    empty: list[str] = []
+
+    def items():
+        for doc in iter_corpus(source):
+            text = doc.content(fields)
+            if not text:
+                empty.append(doc.id)
+            yield doc.id, text
+
+    start = time.perf_counter()
+    with atomic_path(args.output, is_dir=True) as tmp:
+        index = cls.build_index(items(), Path(tmp), params)
+    if empty:
+        shown = ", ".join(empty[:5]) + (", ..." if len(empty) > 5 else "")
+        print(f"index {args.retriever}: {len(empty)} documents with no text in {'+'.join(fields)} ({shown}): "
+              f"{LEXICAL_MISS}")
+    size = sum(p.stat().st_size for p in Path(args.output).iterdir()) / 2**20
+    print(f"index {args.retriever}: {len(index.doc_ids)} documents, {len(index.terms)} terms, {len(index.docs)} "
+          f"postings, {size:.1f} MiB, {time.perf_counter() - start:.1f}s -> {args.output}")
+    return 0
