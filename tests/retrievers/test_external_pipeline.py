@@ -53,7 +53,7 @@ def _module(repo: Path, name: str, rank: int) -> None:
 
 def _dvc_yaml() -> dict:
     real = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
-    keep = {"retrieve", "evaluate", "retrieve-external", "evaluate-external", "compare"}
+    keep = {"index", "retrieve", "evaluate", "retrieve-external", "evaluate-external", "compare"}
     stages = {name: stage for name, stage in real["stages"].items() if name in keep}
     compare = stages["compare"]
     runs = ["bm25", "alpha", "beta"]
@@ -64,7 +64,7 @@ def _dvc_yaml() -> dict:
     compare["deps"] += [f"reports/${{dataset}}/{r}/{f}" for r in runs
                         for f in ("per_query.json", "diagnosis.json", "timing.json")]
     compare["deps"] += [f"runs/${{dataset}}/{r}.trec" for r in runs]  # the comparison page's rankings
-    return {"vars": [{"lexical": {"bm25": {"shared_module": "tokenizer.py"}}}], "stages": stages}
+    return {"vars": [{"lexical": {"bm25": real["vars"][0]["lexical"]["bm25"]}}], "stages": stages}
 
 
 def _params(repo: Path) -> dict:

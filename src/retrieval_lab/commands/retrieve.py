@@ -90,19 +90,22 @@ def run(args: argparse.Namespace) -> int:
     if args.embeddings and cls.needs != "embeddings":
         raise InputError(f"{args.retriever} reads a BEIR folder (--dataset), not embeddings", field="--embeddings")
     start = time.perf_counter()
+    source = ""
     if args.corpus and not _same_folder(args.corpus, args.dataset):
-        return _from_index(args, params, depth, start)
-    dataset = load_dataset(args.dataset, [args.split] if args.split else None) if args.dataset else None
-    if dataset is not None and args.retriever != "external":
-        consequence = (LEXICAL_MISS if cls.needs == "dataset"
-                       else "each is ranked by the embedding of an empty text")
-        note = empty_documents_note(dataset.corpus, params.retrieve.fields, consequence)
-        if note:
-            print(f"retrieve {args.retriever}: {note}")
-    if args.retriever == "external":
-        return _external(args, cls, params, dataset, depth, start)
-    retriever = cls.from_inputs(params, dataset=dataset, embeddings=args.embeddings)
-    queries = _queries(args, dataset, retriever)
+        retriever, queries = _from_index(args, params)
+        source = f"index {args.corpus}, "
+    else:
+        dataset = load_dataset(args.dataset, [args.split] if args.split else None) if args.dataset else None
+        if dataset is not None and args.retriever != "external":
+            consequence = (LEXICAL_MISS if cls.needs == "dataset"
+                           else "each is ranked by the embedding of an empty text")
+            note = empty_documents_note(dataset.corpus, params.retrieve.fields, consequence)
+            if note:
+                print(f"retrieve {args.retriever}: {note}")
+        if args.retriever == "external":
+            return _external(args, cls, params, dataset, depth, start)
+        retriever = cls.from_inputs(params, dataset=dataset, embeddings=args.embeddings)
+        queries = _queries(args, dataset, retriever)
     result = retriever.search(queries, depth)
     timing = None
     if args.timing:  # a second pass, one query at a time: the run above keeps its batched bytes
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     _write(args, result, args.retriever, depth, timing)
     empty = sum(1 for docs in result.values() if not docs)
     print(f"retrieve {args.retriever}: {len(queries)} queries, depth {depth}, "
-          f"{empty} queries without any result, {time.perf_counter() - start:.1f}s -> {args.output}")
+          f"{empty} queries without any result, {source}{time.perf_counter() - start:.1f}s -> {args.output}")
     if timing is not None:
         _print_latency(args.retriever, timing)
     return 0
@@ -166,14 +169,12 @@ def _same_folder(a: str, b: str | None) -> bool:
     return b is not None and Path(a).resolve() == Path(b).resolve()
 
 
-def _from_index(args, params, depth: int, start: float) -> int:
-    """A retriever read from its saved index: the corpus is not read (the index holds what it needs of it)."""
-    import time
-
+def _from_index(args, params):
+    """A retriever read from its saved index, and the queries to run: the corpus is not read (the index holds
+    what it needs of it)."""
     from .. import retrievers
     from ..core.data import load_dataset
     from ..core.errors import InputError
-    from ..runs import write_run
 
     if args.retriever not in retrievers.INDEXED:
         raise InputError(f"{args.retriever} has no index on disk (indexed: {', '.join(retrievers.INDEXED)}): "
@@ -182,10 +183,4 @@ def _from_index(args, params, depth: int, start: float) -> int:
         raise InputError("--corpus needs --dataset: the BEIR folder whose queries are run", field="--dataset")
     retriever = retrievers.get(args.retriever).from_index_folder(args.corpus, params)
     dataset = load_dataset(args.dataset, [args.split] if args.split else None, doc_ids=retriever.doc_ids)
-    queries = _queries(args, dataset, None)
-    result = retriever.search(queries, depth)
-    write_run(args.output, result, tag=args.retriever, depth=depth)
-    empty = sum(1 for docs in result.values() if not docs)
-    print(f"retrieve {args.retriever}: {len(queries)} queries, depth {depth}, {empty} queries without any result, "
-          f"index {args.corpus}, {time.perf_counter() - start:.1f}s -> {args.output}")
-    return 0
+    return retriever, _queries(args, dataset, None)
