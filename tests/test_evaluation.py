@@ -119,8 +119,8 @@ def test_a_run_ranking_a_document_outside_the_corpus_is_refused_at_its_line(tiny
 
 @pytest.mark.parametrize(("clash", "said"), [
     ("metrics_is_a_report", "overlaps the output --reports"),
-    ("run_is_a_report", "contains the input --run"),
-    ("qrels_is_a_report", "contains the input --qrels"),
+    ("run_is_a_report", "is the input --run"),  # a file evaluate writes into --reports
+    ("qrels_is_a_report", "is the input --qrels"),
     ("a_report_is_a_folder", "holds diagnosis.md, which retrieval-lab did not write"),
 ])
 def test_every_file_evaluate_writes_is_checked_before_any_work(tiny, tmp_path, clash, said, capsys):
