@@ -178,8 +178,9 @@ def to_markdown(diagnosis: Diagnosis, title: str = "Failure diagnosis", examples
             lines.append(f"  - positives: {shown}")
             if f.top is not None:
                 top = f.top
-                # relevance None: unjudged (evaluate --help explains it; the file's bytes stay as they were)
-                lines.append(f"  - top: {top.doc} (relevance {top.relevance}, shares {f.query_tokens_shared_top} query tokens vs "
+                # qrels that list only relevant documents judge no wrong one: say so rather than "None"
+                judged = "unjudged" if top.relevance is None else f"relevance {top.relevance}"
+                lines.append(f"  - top: {top.doc} ({judged}, shares {f.query_tokens_shared_top} query tokens vs "
                              f"{f.query_tokens_shared_best_positive} for the best positive): {top.text!r}")
             if f.near_duplicates:
                 pairs = "; ".join(f"{a} ~ {b} ({j})" for a, b, j in f.near_duplicates)

@@ -1,6 +1,6 @@
 """What a newcomer with a BEIR folder of their own stumbled on (issue 43), each fixed and pinned here:
 a diagnosis on any run, a folder with only qrels/test.tsv, no "every query unseen" without a training
-split, Judged@k and "relevance None" explained where they appear, and an MDE sentence that does not
+split, Judged@k and an unjudged top document explained where they appear, and an MDE sentence that does not
 call a significant difference noise. Every message says only what applies."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def test_diagnose_works_on_a_raw_folder_and_prints_what_evaluate_writes(folder, 
     assert "2 of 3 queries have no positive in the top 1." in printed
     assert "| late_rank | 1 |" in printed and "| not_retrieved | 1 |" in printed
     # q1's top d2 shares "router" of reset/router/password, its positive d1 all three; d2 is unjudged
-    assert "top: d2 (relevance None, shares 1 query tokens vs 3 for the best positive)" in printed
+    assert "top: d2 (unjudged, shares 1 query tokens vs 3 for the best positive)" in printed
     argv = ["--dataset", str(root), "--run", str(run), "--metrics", str(tmp_path / "m.json"),
             "--reports", str(tmp_path / "rep"), "--set", "evaluate.diagnose_k=1"]
     assert run_command("evaluate", argv) == 0
@@ -68,7 +68,8 @@ def test_help_says_any_beir_folder_works_and_explains_what_it_shows(capsys):
     assert "qrels that list only relevant documents" in text  # Judged@k
     with pytest.raises(SystemExit):
         cli.main(["diagnose", "--help"])
-    assert '"relevance None"' in " ".join(capsys.readouterr().out.split())
+    assert '"unjudged" beside a top document means the qrels do not judge it' in " ".join(
+        capsys.readouterr().out.split())
 
 
 def test_without_a_training_split_evaluate_says_strata_are_not_available(folder, tmp_path, capsys):

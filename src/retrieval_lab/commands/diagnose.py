@@ -13,7 +13,7 @@ HELP = ("why each query without a positive in the top k failed (no candidates, v
 DESCRIPTION = textwrap.fill(HELP, 95) + """
 
 The classes and their evidence are those the evaluate command writes to diagnosis.md; this
-command reads nothing else and writes only --output (or standard output). "relevance None"
+command reads nothing else and writes only --output (or standard output). "unjudged"
 beside a top document means the qrels do not judge it: with qrels that list only relevant
 documents (most BEIR sets) every wrong document is unjudged, so it may also be a missed
 relevant one."""

@@ -47,5 +47,5 @@ def run(args: argparse.Namespace) -> int:
     for kind in ("documents", "queries"):
         if report[f"truncated_{kind}"]:
             print(f"  {report[f'truncated_{kind}']} {kind} cut at {report['max_seq_length']} tokens "
-                  "(dense.max_seq_length)")
+                  "(dense.max_seq_length: --set dense.max_seq_length=N raises it, up to the model's limit)")
     return 0
