@@ -133,18 +133,25 @@ def manifest_text(folder: Path) -> str:
     return MARKER_TEXT + MANIFEST_HEAD + "".join(f"{name}\n" for name in _files_below(folder) if name != MARKER)
 
 
+def _our_file_text(path: Path) -> str | None:
+    """The text of a record file the project may have written (a marker, a written list); None for a link,
+    a folder, a missing or unreadable file: none of those vouches for anything."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def unlisted_files(folder: Path) -> list[str] | None:
     """Files in a folder output that its :data:`MARKER` does not list (None: no readable marker of ours).
 
     A marker holding only :data:`MARKER_TEXT` (written before manifests existed) lists nothing and
     vouches for the whole folder, as it did then.
     """
-    marker = folder / MARKER
-    if marker.is_symlink() or not marker.is_file():
-        return None
-    try:
-        text = marker.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+    text = _our_file_text(folder / MARKER)
+    if text is None:
         return None
     if text == MARKER_TEXT:
         return []
@@ -156,14 +163,8 @@ def unlisted_files(folder: Path) -> list[str] | None:
 
 def written_names(folder: Path) -> set[str] | None:
     """The names :data:`WRITTEN` in ``folder`` lists (None: no such file of ours)."""
-    record = folder / WRITTEN
-    if record.is_symlink() or not record.is_file():
-        return None
-    try:
-        text = record.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    return set(text[len(WRITTEN_TEXT):].splitlines()) if text.startswith(WRITTEN_TEXT) else None
+    text = _our_file_text(folder / WRITTEN)
+    return set(text[len(WRITTEN_TEXT):].splitlines()) if text is not None and text.startswith(WRITTEN_TEXT) else None
 
 
 def check_into(folder: PathArg, names: Iterable[str], field: str | None = None) -> None:
