@@ -234,18 +234,22 @@ def upstream_of(graph: dict[str, tuple[str, list[str], list[str]]], stage: str) 
 def kill_stage_before_rename(repo: Path, cmd: str, output: str, written: str) -> KilledStage:
     """Run ``cmd`` with every write held before its rename (``HOLD_ENV``), SIGKILL it there, report what is left.
 
-    ``written`` is a file inside the temporary of the folder ``output``: once it exists the stage
-    goes on to its first hold within two seconds and sleeps there.
+    ``written`` is a file inside the temporary of the folder ``output`` (``atomic.write_folder`` writes it
+    as ``.NAME.tmp-retrieval-lab-XXXX/NAME/``, a box holding the output under its own name): once it
+    exists the stage goes on to its first hold within two seconds and sleeps there. A layout this wait
+    does not know fails here, at once, instead of waiting out the hold.
     """
-    from retrieval_lab.core.atomic import HOLD_ENV
+    from retrieval_lab.core.atomic import HOLD_ENV, TMP_TAG
 
     target = repo / output
     pattern = f".{target.name}.tmp-*"
+    inside = f".{target.name}.{TMP_TAG}*/{target.name}/{written}"
     proc = start(cmd, repo, {HOLD_ENV: "600"}, shell=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 600
-        while time.time() < deadline and not list(target.parent.glob(f"{pattern}/{written}")):
+        deadline = time.time() + 300
+        while not list(target.parent.glob(inside)):
             assert proc.poll() is None, f"{cmd} ended before writing its output"
+            assert time.time() < deadline, f"no {inside} appeared: {sorted(map(str, target.parent.rglob('*')))}"
             time.sleep(0.2)
         time.sleep(2.0)  # the writer is now asleep before the rename
     finally:
