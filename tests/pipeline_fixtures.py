@@ -28,7 +28,8 @@ DATASET = "support"
 RETRIEVERS = ["bm25", "lsa", "dense", "dense-ft-hard", "dense-ft-random", "dense-ft-temperature",
               "dense-ft-query", "fused-rrf", "fused-weighted"]  # metrics/<DATASET>/<name>.json
 TRAIN_STAGES = {"train@hard", "train@random", "train@temperature", "train@query"}
-RRF_STAGES = {"fuse@rrf", "evaluate-fused@rrf", "compare"}  # what a change of the rrf grid reruns
+# what a change of the rrf grid reruns: names reads fusion.methods whole (it checks the names, nothing follows it)
+RRF_STAGES = {"names", "fuse@rrf", "evaluate-fused@rrf", "compare"}
 # stages that run runs.py (some of them), and stages that do not
 RUNS_READERS = {"retrieve@bm25", "retrieve-dense@dense", "mine@hard", "fuse@rrf", "evaluate@bm25", "train@hard", "compare"}
 RUNS_NON_READERS = {"generate", "prepare", "encode@dense"}
@@ -55,6 +56,15 @@ ENCODE_THREADS = str(os.cpu_count() or 1)
 
 _running: set[subprocess.Popen] = set()
 _running_lock = threading.Lock()
+
+
+def write_names(root: Path) -> None:
+    """``retrieval-lab names`` in ``root``: dvc.yaml's names block from its params.yaml (what a user runs after
+    adding, dropping or renaming a name, or choosing another dataset)."""
+    from retrieval_lab import cli
+
+    code = cli.main(["names", "--dvc-yaml", str(root / "dvc.yaml"), "--params", str(root / "params.yaml")])
+    assert code == 0, f"retrieval-lab names failed in {root}"
 
 
 def env() -> dict:

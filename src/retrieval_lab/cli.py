@@ -33,6 +33,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "diagnose": "diagnose",
     },
     PIPELINE: {
+        "names": "names",
         "generate": "generate",
         "prepare": "prepare",
         "encode": "encode",

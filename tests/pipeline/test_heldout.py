@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from beir_fixtures import REPO, write_family_beir
 from command_runner import run_command
+from pipeline_fixtures import write_names
 
 HELDOUT = "data/heldout/"
 RAW = "data/raw/"
@@ -46,6 +47,7 @@ def test_no_stage_upstream_of_evaluate_depends_on_the_test_qrels(tmp_path, datas
         if name == "params.yaml":
             text = text.replace("dataset: support", f"dataset: {dataset}", 1)
         (tmp_path / name).write_text(text, encoding="utf-8")
+    write_names(tmp_path)  # the dataset reaches dvc.yaml's paths through its names block
     (tmp_path / ".dvc").mkdir()
     deps, outs = _graph(tmp_path, dataset)
     heldout = f"{HELDOUT}{dataset}"

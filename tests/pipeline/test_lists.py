@@ -1,6 +1,6 @@
 """The pipeline's lists come from params.yaml: adding a training variant, a dense model or a fusion method is
-one edit there. DVC generates the stages (``foreach`` over ``train.variants``, ``dense.models``,
-``fusion.methods``); the lists DVC cannot generate (the top-level ``plots:``, bench_report's run list) are
+one edit there, then ``retrieval-lab names``. DVC generates the stages (``foreach`` over the names block that
+command writes from ``train.variants``, ``dense.models``, ``fusion.methods``); the lists DVC cannot generate (the top-level ``plots:``, bench_report's run list) are
 checked here against params. Stages are resolved by DVC itself in scratch copies; nothing is trained.
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 from beir_fixtures import REPO, write_beir
+from pipeline_fixtures import write_names
 
 from retrieval_lab import fusion
 
@@ -47,6 +48,7 @@ def _edit_params(root: Path, edit) -> None:
     params = yaml.safe_load(path.read_text(encoding="utf-8"))
     edit(params)
     path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    write_names(root)  # dvc.yaml's names follow params.yaml (retrieval-lab names)
 
 
 def _params() -> dict:
@@ -131,7 +133,8 @@ def test_a_second_model_reruns_only_its_own_stages(tmp_path):
     assert status() == {}
     _tiny_bert(root / "models" / "tiny")
     _edit_params(root, lambda p: p["dense"]["models"].update(tiny="models/tiny"))
-    assert set(status()) == {"encode@tiny", "retrieve-dense@tiny", "evaluate-dense@tiny"}
+    # names: it reads dense.models whole, checks the names and feeds nothing
+    assert set(status()) == {"names", "encode@tiny", "retrieve-dense@tiny", "evaluate-dense@tiny"}
     stages = _stages(root)
     assert "models/tiny" in stages["encode@tiny"]["deps"]
     assert stages["retrieve-dense@tiny"]["outs"] == ["reports/support/tiny/timing.json", "runs/support/tiny.trec"]
@@ -163,10 +166,10 @@ def test_the_plots_name_every_run_and_variant_params_declares():
     pipeline = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
     plots = {next(iter(p)): p for p in pipeline["plots"]}
     params = _params()
-    assert _plot_files(plots["recall_at_k"]) == {f"reports/${{dataset}}/{r}/recall_curve.csv"
+    assert _plot_files(plots["recall_at_k"]) == {f"reports/${{names.dataset}}/{r}/recall_curve.csv"
                                                   for r in run_names(params)}
     for name, tsv in [("training_loss", "train/loss.tsv"), ("validation_ndcg", "val/nDCG@10.tsv")]:
-        assert _plot_files(plots[name]) == {f"dvclive/${{dataset}}/{v}/plots/metrics/{tsv}"
+        assert _plot_files(plots[name]) == {f"dvclive/${{names.dataset}}/{v}/plots/metrics/{tsv}"
                                             for v in params["train"]["variants"]}
     hists = [p for p in plots if p.endswith("first_positive_hist.csv")]
     assert hists and {Path(p).parent.name for p in hists} <= set(run_names(params))

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 import yaml
 from beir_fixtures import REPO, write_beir
 from pipeline_fixtures import sh
+
+from retrieval_lab.core.params_file import load_params
+from retrieval_lab.pipeline_names import names_of
 
 QUERIES = 24
 MODULE = '''"""{name}: ranks "doc <n>" for "about <n>" at position {rank} among fillers (a toy of the user's system)."""
@@ -61,10 +65,10 @@ def _dvc_yaml() -> dict:
     before, _, after = compare["cmd"].partition("--runs ")
     compare["cmd"] = before + "--runs " + " ".join(runs) + " --output" + after.partition(" --output")[2]
     compare["deps"] = [d for d in compare["deps"] if not d.startswith(("reports/", "runs/"))]
-    compare["deps"] += [f"reports/${{dataset}}/{r}/{f}" for r in runs
+    compare["deps"] += [f"reports/${{names.dataset}}/{r}/{f}" for r in runs
                         for f in ("per_query.json", "diagnosis.json", "timing.json")]
-    compare["deps"] += [f"runs/${{dataset}}/{r}.trec" for r in runs]  # the comparison page's rankings
-    return {"vars": [{"lexical": {"bm25": real["vars"][0]["lexical"]["bm25"]}}], "stages": stages}
+    compare["deps"] += [f"runs/${{names.dataset}}/{r}.trec" for r in runs]  # the comparison page's rankings
+    return {"vars": [{"lexical": {"bm25": real["vars"][0]["lexical"]["bm25"]}}, {"names": {}}], "stages": stages}
 
 
 def _params(repo: Path) -> dict:
@@ -89,7 +93,10 @@ def repo(tmp_path_factory) -> Path:
     _module(repo, "alpha", 1)
     _module(repo, "beta", 2)
     (repo / "params.yaml").write_text(yaml.safe_dump(_params(repo), sort_keys=False), encoding="utf-8")
-    (repo / "dvc.yaml").write_text(yaml.safe_dump(_dvc_yaml(), sort_keys=False), encoding="utf-8")
+    pipeline = _dvc_yaml()
+    # the names block retrieval-lab names writes (its markers are comments, gone with the YAML round trip)
+    pipeline["vars"][1]["names"] = asdict(names_of(load_params(repo / "params.yaml")))
+    (repo / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False), encoding="utf-8")
     sh(["git", "init", "-q", "-b", "main"], repo)
     sh(["dvc", "init", "-q"], repo)
     sh(["dvc", "repro", "-q"], repo)

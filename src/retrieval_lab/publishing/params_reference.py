@@ -26,10 +26,13 @@ import yaml
 
 from retrieval_lab.core import params as schema
 from retrieval_lab.core.atomic import write_text
+from retrieval_lab.pipeline_names import SOURCES
 from retrieval_lab.publishing import REPO
 
 PAGE = Path("docs") / "parameters.md"
 _MISSING = object()
+# dvc.yaml's names block (``${names.dataset}``) -> the params.yaml key `retrieval-lab names` wrote it from
+_NAMES_SOURCE = {f"names.{key}": param for key, param in SOURCES.items()}
 
 
 # ----------------------------------------------------------------------------- describing a field
@@ -105,12 +108,14 @@ def _stage_params(dvc: dict, params: dict) -> dict[str, list[str]]:
             over = stage["foreach"]
             if isinstance(over, str):
                 path = re.fullmatch(r"\$\{(.+)\}", over).group(1)
-                over = _lookup(variables, path) if path in variables else _lookup(params, path)
+                over = _lookup(variables, path) if path.split(".")[0] in variables else _lookup(params, path)
             items = list(over.items()) if isinstance(over, dict) else [(i, i) for i in over]
             body = stage["do"]
         for key, item in items:
-            # a value interpolated from params.yaml (``${dataset}`` in a path) is a params dependency too
+            # a value interpolated from params.yaml (``${mine.source}`` in a path) is a params dependency too, and
+            # so is one of the names block (``${names.dataset}``: params.yaml's dataset, written there by `names`)
             used = set(re.findall(r"\$\{([^}]+)\}", json.dumps({k: v for k, v in body.items() if k != "params"})))
+            used = {_NAMES_SOURCE.get(k, k) for k in used}
             keys = [k for k in sorted(used - {"key", "item"}) if k.split(".")[0] in params]
             for entry in body.get("params", []):
                 for k in (entry.get("params.yaml", []) if isinstance(entry, dict) else [entry]):

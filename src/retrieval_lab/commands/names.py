@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import argparse
+
+from ..core.guard import FILE, Paths
+from ..core.params_cli import add_params_args, params_of
+
+HELP = ("write dvc.yaml's names (dataset, models, variants, fusion methods, your retrievers) from checked "
+        "params.yaml; --check: fail while they differ (the names stage)")
+PATHS = Paths(outputs={"--dvc-yaml": FILE})
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dvc-yaml", default="dvc.yaml",
+                        help="the pipeline file whose names block is written (default: dvc.yaml)")
+    parser.add_argument("--check", action="store_true",
+                        help="change nothing; exit 2 naming what params.yaml says that the block does not")
+    add_params_args(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .. import pipeline_names
+    from ..core.atomic import write_text
+    from ..core.errors import InputError
+
+    want = pipeline_names.names_of(params_of(args))  # a bad name is refused here, naming params.yaml's line
+    path = Path(args.dvc_yaml)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("not found", args.dvc_yaml) from None
+    have = pipeline_names.declared(text, args.dvc_yaml)
+    found = pipeline_names.differences(have, want)
+    if args.check:
+        if found:
+            raise InputError(f"its names differ from params.yaml ({'; '.join(found)}): run `retrieval-lab names` "
+                             "to write them, then dvc repro", args.dvc_yaml)
+        print(f"{args.dvc_yaml}: its names are params.yaml's")
+        return 0
+    filled = pipeline_names.fill(text, want, args.dvc_yaml)
+    if filled == text:
+        print(f"{args.dvc_yaml}: its names are params.yaml's already")
+        return 0
+    write_text(path, filled)
+    print(f"{args.dvc_yaml}: names written ({'; '.join(found) or 'the block rewritten'})")
+    return 0

@@ -1,0 +1,117 @@
+"""The names dvc.yaml makes paths of, written into it from params the schema accepted.
+
+DVC expands dvc.yaml's ``foreach`` and ``${...}`` itself, and removes a stage's outputs before the
+stage's command runs (``Stage.run`` -> ``remove_outs``): a name read straight from params.yaml becomes a
+path DVC deletes before any retrieval-lab code can refuse it (a ``train.variants`` key ``..`` made
+``dvc repro -s 'train@..'`` remove ``models/finetuned``; ``dataset: ..`` made ``-s prepare`` remove
+``data/``). So dvc.yaml reads no name from params.yaml. Its ``names`` block (a ``vars`` entry between
+:data:`BEGIN` and :data:`END`) is written by ``retrieval-lab names`` from checked params, whose names
+match :data:`rules.NAME` (no ``/``, never ``.`` or ``..``); the ``names`` stage reads the params those
+names come from and fails, naming the difference, while the block says something else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import yaml
+
+from .core.errors import InputError
+from .core.params import Params
+
+BEGIN = "  # BEGIN generated names"
+END = "  # END generated names"
+_HEAD = ("  # BEGIN generated names: written by `retrieval-lab names` from params.yaml (checked by its schema);\n"
+         "  # edit params.yaml, then run it. The names stage fails while this block differs from params.yaml.\n")
+# block key -> the params key it mirrors, for messages
+SOURCES = {"dataset": "dataset", "dense": "dense.models", "train": "train.variants", "fusion": "fusion.methods",
+           "external": "external"}
+
+
+@dataclass(frozen=True)
+class PipelineNames:
+    """What dvc.yaml's foreach groups and paths take from params: names, and the few values it uses in paths."""
+
+    dataset: str
+    dense: dict[str, str]  # run name -> its model (encode's dependency)
+    train: dict[str, dict[str, str]]  # variant -> {negatives: the mined folder train reads}
+    fusion: dict[str, dict]  # method -> {} (fuse reads the method's values from params.yaml)
+    external: dict[str, dict[str, str]]  # run name -> {path: retrieve-external's dependency}
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+
+def names_of(params: Params) -> PipelineNames:
+    """The names of checked params, in params.yaml's order."""
+    return PipelineNames(
+        dataset=params.dataset,
+        dense=dict(params.dense.models),
+        train={name: {"negatives": v.negatives} for name, v in params.train.variants.items()},
+        fusion={name: {} for name in params.fusion.methods},
+        external={name: {"path": r.path} for name, r in params.external.items()},
+    )
+
+
+def render(names: PipelineNames) -> str:
+    """The block, markers included: one ``names`` entry of dvc.yaml's ``vars`` list."""
+    body = yaml.safe_dump([{"names": asdict(names)}], sort_keys=False, default_flow_style=None, width=110)
+    return _HEAD + "".join(f"  {line}\n" for line in body.splitlines()) + END + "\n"
+
+
+def _span(text: str, source: str) -> tuple[int, int]:
+    """Line indices (0-based) of the BEGIN and END markers; one of each, in that order."""
+    lines = text.splitlines()
+    begins = [i for i, line in enumerate(lines) if line.startswith(BEGIN)]
+    ends = [i for i, line in enumerate(lines) if line.rstrip() == END]
+    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
+        raise InputError(f"expected one '{BEGIN.strip()}' line followed by one '{END.strip()}' line "
+                         f"(found {len(begins)} and {len(ends)})", source)
+    return begins[0], ends[0]
+
+
+def declared(text: str, source: str) -> PipelineNames | None:
+    """The names dvc.yaml's block holds now (None: the block is empty)."""
+    begin, end = _span(text, source)
+    block = "\n".join(text.splitlines()[begin + 1:end])
+    try:
+        data = yaml.safe_load(block)
+    except yaml.YAMLError as exc:
+        raise InputError(f"the names block is not YAML: {exc}", source, begin + 1) from None
+    if data is None:
+        return None
+    try:
+        (entry,) = data
+        return PipelineNames(**entry["names"])
+    except (TypeError, ValueError, KeyError) as exc:
+        raise InputError(f"the names block is not one 'names' entry of the five keys ({exc})", source,
+                         begin + 1) from None
+
+
+def fill(text: str, names: PipelineNames, source: str) -> str:
+    """``text`` with its block replaced by :func:`render` of ``names``."""
+    begin, end = _span(text, source)
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:begin]) + render(names) + "".join(lines[end + 1:])
+
+
+def differences(have: PipelineNames | None, want: PipelineNames) -> list[str]:
+    """What params.yaml (``want``) says that dvc.yaml's block (``have``) does not, one phrase per key."""
+    if have is None:
+        return ["the names block is empty"]
+    found = []
+    for key, param in SOURCES.items():
+        a, b = getattr(have, key), getattr(want, key)
+        if a == b:
+            continue
+        if key == "dataset":
+            found.append(f"dataset is {b!r} in params.yaml, {a!r} in dvc.yaml")
+            continue
+        added, removed = [n for n in b if n not in a], [n for n in a if n not in b]
+        changed = [n for n in b if n in a and a[n] != b[n]]
+        parts = ([f"adds {', '.join(map(repr, added))}"] if added else []) + \
+                ([f"drops {', '.join(map(repr, removed))}"] if removed else []) + \
+                ([f"changes {', '.join(map(repr, changed))}"] if changed else [])
+        found.append(f"{param} {' and '.join(parts)}")
+    return found
