@@ -329,7 +329,7 @@ def test_report_file_names_and_folders_are_the_ones_dvc_yaml_declares():
 
     text = (REPO / "dvc.yaml").read_text(encoding="utf-8")
     stages = yaml.safe_load(text)["stages"]
-    paths = ReportPaths.defaults("${dataset}")
+    paths = ReportPaths.defaults("${names.dataset}")
 
     def option(stage: str, flag: str) -> str:
         return re.search(rf"{flag} (\S+)", " ".join(stages[stage]["do"]["cmd"].split()))[1]
