@@ -91,3 +91,8 @@ def test_a_block_round_trips_and_a_broken_one_is_named():
     broken = "vars:\n  # BEGIN generated names\n  - names: {dataset: x}\n  # END generated names\n"
     with pytest.raises(InputError, match=r"p.yaml:2: the names block is not one 'names' entry"):
         declared(broken, "p.yaml")
+    unclosed = "vars:\n  # BEGIN generated names\n  - names: [unclosed\n  # END generated names\n"
+    with pytest.raises(InputError) as info:
+        declared(unclosed, "p.yaml")
+    assert "\n" not in str(info.value) and str(info.value).startswith("p.yaml:3: the names block is not YAML"), \
+        str(info.value)

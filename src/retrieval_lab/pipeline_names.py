@@ -77,8 +77,11 @@ def declared(text: str, source: str) -> PipelineNames | None:
     block = "\n".join(text.splitlines()[begin + 1:end])
     try:
         data = yaml.safe_load(block)
-    except yaml.YAMLError as exc:
-        raise InputError(f"the names block is not YAML: {exc}", source, begin + 1) from None
+    except yaml.YAMLError as exc:  # its problem only: PyYAML's full message spans several lines
+        mark = getattr(exc, "problem_mark", None)
+        line = begin + 2 + mark.line if mark is not None else begin + 1
+        raise InputError(f"the names block is not YAML: {getattr(exc, 'problem', None) or 'unreadable'}", source,
+                         line) from None
     if data is None:
         return None
     try:

@@ -376,3 +376,10 @@ def test_an_unknown_fusion_method_is_refused_by_the_registry(tmp_path):
     path.write_text("fusion: {methods: {zzz: {value: 1, grid: [1]}}}\n")
     with pytest.raises(InputError, match=r"fusion.methods.zzz': unknown fusion method 'zzz' \(choices: rrf, weighted\)"):
         load_params(path)
+
+
+def test_an_override_with_a_newline_is_named_on_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as info:
+        load_params(None, ["dataset=a\nb"])
+    assert "\n" not in str(info.value) and str(info.value).endswith(r"(from --set dataset=a\nb)"), str(info.value)

@@ -274,6 +274,7 @@ def _located(exc: InputError, path: Path, overrides: list[str]) -> InputError:
         key = text.split("=", 1)[0].strip()
         # the bad value is the override's, inside it, or the setting it turned into a mapping
         if where == key or where.startswith((key + ".", key + "[")) or key.startswith(where + "."):
-            return InputError(f"{exc.reason} (from --set {text})", field=where)
+            shown = text.encode("unicode_escape").decode("ascii")  # a newline in the value stays on the one line
+            return InputError(f"{exc.reason} (from --set {shown})", field=where)
     line = _key_line(path, where) if path.exists() and where else None
     return InputError(exc.reason, exc.path, line, exc.field)
