@@ -12,6 +12,7 @@ BEGIN without its END, is refused naming the file. The sources, all committed:
 ``support-results``      the evaluate stage's means per support run (``metrics/support/<run>.json``)
 ``support-compare``      the compare stage's table (``metrics/support/compare.json``)
 ``experiments-support``  ``retrieval-lab table`` over 3 support seeds (``docs/comparing-experiments/inputs.json``)
+``faiss-real``           FAISS factories against Flat on real-shaped embeddings (``bench-results/faiss-real.json``)
 """
 
 from __future__ import annotations
@@ -122,6 +123,29 @@ def headline_table(support: Path, scifact: Path, measure: str = "nDCG@10") -> st
     return "\n".join([head, "|---|---:|---:|---:|---:|", *rows])
 
 
+FAISS_REAL = Path("bench-results") / "faiss-real.json"
+
+
+def faiss_real_table(path: Path) -> str:
+    """scripts/bench_faiss.py: each factory's recall@100 against Flat, queries/s, build time and peak memory."""
+    data = _read_json(path)
+    head = (f"{data['documents']:,} real-shaped documents ({data['real_documents']:,} of them SciFact's abstracts, "
+            f"the rest moved from them with the embeddings' own covariance: median cosine to the origin "
+            f"{data['nearest_other_cosine_real']:.3f}, a real abstract's to its nearest other), {data['queries']:,} "
+            f"real SciFact claims, depth {data['depth']}, {data['machine']['cpu_count']} CPU cores, FAISS "
+            f"{data['machine']['faiss']} (`{FAISS_REAL}`):")
+    lines = [head, "",
+             "| factory | search setting | recall@100 vs Flat | queries/s | build s | peak MB |",
+             "|---|---|---:|---:|---:|---:|"]
+    for row in data["rows"]:
+        factory, setting = row["factory"], row["setting"]
+        knob = "exact" if setting is None else (f"efSearch {setting}" if factory.startswith("HNSW")
+                                                 else f"nprobe {setting}")
+        lines.append(f"| `{factory}` | {knob} | {row['recall@100_vs_flat']:.3f} | {row['queries_per_second']:,.0f} "
+                     f"| {row['build_seconds']:.1f} | {row['peak_mb']:,.0f} |")
+    return "\n".join(lines)
+
+
 def experiments_table(repo: Path) -> str:
     """``retrieval-lab table --from-inputs`` over the committed worked example, without its heading."""
     from retrieval_lab import cli
@@ -160,6 +184,7 @@ BLOCKS = {b.name: b for b in [
     Block("support-results", lambda repo: support_table(repo / "metrics" / "support", repo / "params.yaml")),
     Block("support-compare", lambda repo: compare_block(repo / "metrics" / "support")),
     Block("experiments-support", experiments_table, same_numbers),
+    Block("faiss-real", lambda repo: faiss_real_table(repo / FAISS_REAL)),
 ]}
 _MARKER = re.compile(r"<!-- (BEGIN|END) generated:([^ ]+) -->")
 
