@@ -90,7 +90,7 @@ def test_the_numbers_of_the_experiments_table_may_move_one_unit_of_their_last_di
 
 
 @pytest.mark.parametrize("text, said", [
-    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real)"),
+    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale)"),
     ("<!-- BEGIN generated:headline -->\n", "x.md: generated:headline has no END marker"),
     ("a\n<!-- END generated:headline -->\n", "x.md:2: END generated:headline without its BEGIN"),
     ("<!-- BEGIN generated:headline -->\n<!-- END generated:headline -->\n" * 2, "x.md:3: generated:headline appears twice"),

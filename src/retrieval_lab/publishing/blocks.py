@@ -13,6 +13,7 @@ BEGIN without its END, is refused naming the file. The sources, all committed:
 ``support-compare``      the compare stage's table (``metrics/support/compare.json``)
 ``experiments-support``  ``retrieval-lab table`` over 3 support seeds (``docs/comparing-experiments/inputs.json``)
 ``faiss-real``           FAISS factories against Flat on real-shaped embeddings (``bench-results/faiss-real.json``)
+``msmarco-scale``        BM25 at MS MARCO passage size, measured, and issue 46's goals (``scale-msmarco-8.8m.json``)
 """
 
 from __future__ import annotations
@@ -146,6 +147,41 @@ def faiss_real_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+MSMARCO_SCALE = Path("bench-results") / "scale-msmarco-8.8m.json"
+
+
+def msmarco_scale_table(path: Path) -> str:
+    """scripts/bench_scale.py --shape msmarco at MS MARCO's size: each step's seconds and peak, its growth
+    exponent, and each goal of issue 46 beside what was measured, met or not."""
+    data = _read_json(path)
+    sizes, table, goals = data["sizes"], data["table"], data["goals"]
+    big = sizes[-1]
+    head = (f"Synthetic passages of MS MARCO's length distribution, {data['queries']:,} queries at depth "
+            f"{data['depth']:,}, one thread, {data['machine'].get('cpu', 'CPU')} with "
+            f"{data['machine'].get('usable_cores', '?')} cores (`{path.name}`):")
+    lines = [head, "", "| step | " + " | ".join(f"{n:,} passages: s" for n in sizes) + f" | peak MiB at {big:,} | "
+             f"growth exponent {sizes[0]:,} → {big:,} |", "|---|" + "---:|" * (len(sizes) + 2)]
+    for name, row in table.items():
+        lines.append(f"| `{name}` | " + " | ".join(f"{s:,.1f}" for s in row["seconds"]) +
+                     f" | {row['peak_mb'][-1]:,.0f} | {row['exponents'][-1]:.2f} |")
+    index, search = table["bm25_index"]["seconds"][-1], table["bm25_search"]["seconds"][-1]
+    peak = max(row["peak_mb"][-1] for row in table.values())
+    exponent = max(row["exponents"][-1] for row in table.values())
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**not met**"
+
+    lines += ["", "| goal (issue 46, 2 cores, 24 GB) | measured at "
+              f"{big:,} | |", "|---|---:|---|",
+              f"| index ≤ {goals['index_seconds_at_msmarco']:,} s | {index:,.0f} s | "
+              f"{verdict(index <= goals['index_seconds_at_msmarco'])} |",
+              f"| {data['queries']:,} queries ≤ {goals['search_seconds_at_msmarco']:,} s | {search:,.0f} s | "
+              f"{verdict(search <= goals['search_seconds_at_msmarco'])} |",
+              f"| peak ≤ {goals['peak_mb']:,} MiB in every step | {peak:,.0f} MiB | {verdict(peak <= goals['peak_mb'])} |",
+              f"| every exponent ≤ {goals['exponent']} | {exponent:.2f} | {verdict(exponent <= goals['exponent'])} |"]
+    return "\n".join(lines)
+
+
 def experiments_table(repo: Path) -> str:
     """``retrieval-lab table --from-inputs`` over the committed worked example, without its heading."""
     from retrieval_lab import cli
@@ -185,6 +221,7 @@ BLOCKS = {b.name: b for b in [
     Block("support-compare", lambda repo: compare_block(repo / "metrics" / "support")),
     Block("experiments-support", experiments_table, same_numbers),
     Block("faiss-real", lambda repo: faiss_real_table(repo / FAISS_REAL)),
+    Block("msmarco-scale", lambda repo: msmarco_scale_table(repo / MSMARCO_SCALE)),
 ]}
 _MARKER = re.compile(r"<!-- (BEGIN|END) generated:([^ ]+) -->")
 
