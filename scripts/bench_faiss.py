@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,16 +37,20 @@ FACTORIES = [("Flat", [None]), ("HNSW32", [64, 256]), ("HNSW32,SQ8", [256]), ("I
 TRAIN_PER_LIST = 39  # FAISS's own minimum training points per IVF list
 
 
+def covariance_root(base: np.ndarray) -> np.ndarray:
+    """[d, d] R with z @ R ~ N(0, cov(base)) for z ~ N(0, I): from the SVD of the centred rows / sqrt(n)."""
+    _, s, vt = np.linalg.svd((base - base.mean(0)) / np.sqrt(len(base)), full_matrices=False)  # [d], [d, d]
+    return (s[:, None] * vt).astype(np.float32)
+
+
 def real_shaped(base: np.ndarray, n: int, scale: float, seed: int, block: int = 100_000) -> np.ndarray:
     """``n`` unit vectors: row i = normalise(base[j] + scale * z @ cov^(1/2)), j drawn uniformly, z ~ N(0, I).
 
-    ``cov^(1/2)`` comes from the SVD of the centred ``base`` (rows / sqrt(len(base))), so the noise follows the
-    embeddings' anisotropy. The first ``len(base)`` rows are ``base`` itself (the real documents stay in).
+    ``cov^(1/2)`` is :func:`covariance_root`, so the noise follows the embeddings' anisotropy. The first
+    ``len(base)`` rows are ``base`` itself (the real documents stay in).
     """
     rng = np.random.default_rng(seed)
-    centred = (base - base.mean(0)) / np.sqrt(len(base))
-    _, s, vt = np.linalg.svd(centred, full_matrices=False)  # [d], [d, d]
-    root = (s[:, None] * vt).astype(np.float32)  # z @ root has the covariance of base
+    root = covariance_root(base)
     out = np.empty((n, base.shape[1]), dtype=np.float32)
     out[:len(base)] = base
     for start in range(len(base), n, block):
@@ -66,10 +71,7 @@ def calibrate(base: np.ndarray, target: float, seed: int) -> float:
     """The noise scale whose median cosine between a synthetic row and its origin equals ``target`` (bisection)."""
     lo, hi = 0.0, 20.0
     rng = np.random.default_rng(seed)
-    centred = (base - base.mean(0)) / np.sqrt(len(base))
-    _, s, vt = np.linalg.svd(centred, full_matrices=False)
-    root = (s[:, None] * vt).astype(np.float32)
-    z = rng.standard_normal((len(base), base.shape[1]), np.float32) @ root
+    z = rng.standard_normal((len(base), base.shape[1]), np.float32) @ covariance_root(base)
     for _ in range(40):
         mid = (lo + hi) / 2
         rows = base + mid * z
@@ -115,7 +117,8 @@ def main() -> None:
     parser.add_argument("--embeddings", required=True, help="an encode folder of a real collection")
     parser.add_argument("--docs", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--work-dir", default="/tmp/bench-faiss")
+    parser.add_argument("--work-dir", default=None,
+                        help="where a scratch folder of its own holds the vectors (removed after; default: the system's)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
 
@@ -126,8 +129,8 @@ def main() -> None:
     queries = np.load(emb / "query_embeddings.npy").astype(np.float32)
     target = nearest_other_cosine(base)
     scale = calibrate(base, target, args.seed)
-    work = Path(args.work_dir)
-    work.mkdir(parents=True, exist_ok=True)
+    scratch = tempfile.TemporaryDirectory(prefix="bench-faiss-", dir=args.work_dir)  # ours alone, removed after
+    work = Path(scratch.name)
     docs = real_shaped(base, args.docs, scale, args.seed)
     np.save(work / "docs.npy", docs)
     np.save(work / "queries.npy", queries)
@@ -153,6 +156,7 @@ def main() -> None:
            "machine": {"cpu_count": __import__("os").cpu_count(), "faiss": faiss.__version__},
            "command": "OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_faiss.py --embeddings EMB --docs "
                       f"{args.docs} --json bench-results/faiss-real.json"}
+    scratch.cleanup()
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
 
