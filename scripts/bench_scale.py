@@ -162,13 +162,22 @@ class _Steps:
     def __init__(self):
         self.rows: dict[str, dict] = {}
 
-    def __call__(self, name: str, fn, repeats: int = 1):
+    def __call__(self, name: str, fn, repeats: int = 1, workers: int = 1):
         """``fn``'s result; its seconds are the fastest of ``repeats`` calls (a sub-second step timed once is at
-        the mercy of one scheduling hiccup: the metrics step once took 0.19 s against 0.07 s for the same work)."""
+        the mercy of one scheduling hiccup: the metrics step once took 0.19 s against 0.07 s for the same work).
+
+        ``workers`` > 1: ``fn`` forks that many processes; the step's peak is this process's plus ``workers``
+        times the largest child's (an upper bound: pages the children share with this process count twice)."""
         base = _bench.reset_peak()
         timings = [_bench.timed(fn) for _ in range(repeats)]
-        self.rows[name] = {"seconds": min(t for t, _ in timings), "peak_mb": _bench.peak_mb(), "base_mb": base,
-                           "repeats": repeats}
+        row = {"seconds": min(t for t, _ in timings), "peak_mb": _bench.peak_mb(), "base_mb": base, "repeats": repeats}
+        if workers > 1:
+            import resource
+
+            child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+            row.update(workers=workers, own_peak_mb=row["peak_mb"], worker_peak_mb=child,
+                       peak_mb=row["peak_mb"] + workers * child)
+        self.rows[name] = row
         return timings[-1][1]
 
 
@@ -321,9 +330,11 @@ def msmarco_index(folder: str, work: str) -> dict:
             "postings": len(index.docs), "terms": len(index.terms), "tf_dtype": str(index.tf.dtype)}
 
 
-def msmarco_search(folder: str, work: str, depth: int) -> dict:
-    """``load`` (queries, qrels), ``bm25_load_index`` (memory-mapped), ``bm25_search``, ``write_run``,
-    ``metrics``."""
+def msmarco_search(folder: str, work: str, depth: int, workers: int = 1) -> dict:
+    """``load`` (queries, qrels), ``bm25_load_index`` (memory-mapped), ``bm25_search`` (``workers`` forked
+    processes: bm25.workers), ``write_run``, ``metrics``."""
+    import dataclasses
+
     from retrieval_lab.core.data import read_qrels, read_queries
     from retrieval_lab.core.params import Params
     from retrieval_lab.metrics import measure_run
@@ -334,8 +345,8 @@ def msmarco_search(folder: str, work: str, depth: int) -> dict:
     queries, qrels = step("load", lambda: ({q: v.text for q, v in read_queries(Path(folder) / "queries.jsonl").items()},
                                            read_qrels(Path(folder) / "qrels" / "test.tsv")))
     index = step("bm25_load_index", lambda: BM25Index.load(Path(work) / "index"))
-    retriever = BM25Retriever.from_index(index, params.bm25)
-    run = step("bm25_search", lambda: retriever.search(queries, depth))
+    retriever = BM25Retriever.from_index(index, dataclasses.replace(params.bm25, workers=workers))
+    run = step("bm25_search", lambda: retriever.search(queries, depth), workers=workers)
     step("write_run", lambda: write_run(Path(work) / "bm25.trec", run, "bm25", depth))
     means = step("metrics", lambda: measure_run(qrels, run, ["nDCG@10", "RR@10", f"R@{depth}"]).means)
     return {"steps": step.rows, "means": means, "queries": len(queries)}
@@ -377,7 +388,7 @@ def msmarco_bm25s(folder: str, depth: int) -> dict:
 
 
 def msmarco_size(n_docs: int, n_queries: int, depth: int, work_dir: Path, seed: int, reference: str | None,
-                 peer: bool = True) -> dict:
+                 peer: bool = True, workers: int = 1) -> dict:
     folder = work_dir / f"msmarco{n_docs}"
     if folder.exists():
         shutil.rmtree(folder)
@@ -390,7 +401,7 @@ def msmarco_size(n_docs: int, n_queries: int, depth: int, work_dir: Path, seed: 
     beir = str(folder / "beir")
     ours, steps = {}, {}
     for name, fn, args in (("index", msmarco_index, (beir, str(work))),
-                           ("search", msmarco_search, (beir, str(work), depth))):
+                           ("search", msmarco_search, (beir, str(work), depth, workers))):
         out = _bench.isolated(fn, *args)
         steps.update(out.pop("steps"))
         ours[name] = out
@@ -423,7 +434,7 @@ def msmarco_main(args) -> None:
     work_dir.mkdir(parents=True, exist_ok=True)
     results = [msmarco_size(n, args.queries, args.depth, work_dir, args.seed,
                             args.reference_src if n <= args.reference_max else None,
-                            args.peer_max is None or n <= args.peer_max) for n in args.sizes]
+                            args.peer_max is None or n <= args.peer_max, args.workers) for n in args.sizes]
     names = list(results[0]["steps"])
     table = {name: {"seconds": [r["steps"][name]["seconds"] for r in results],
                     "peak_mb": [r["steps"][name]["peak_mb"] for r in results]} for name in names}
@@ -442,7 +453,7 @@ def msmarco_main(args) -> None:
         print(f"{r['documents']:,} passages: ours {r['bm25_seconds']:.1f} s, peak {r['peak_mb']:,.0f} MiB" + (
               f"; bm25s {r['bm25s_seconds']:.1f} s, peak {r['bm25s_peak_mb']:,.0f} MiB: time {r['time_ratio']:.2f}x, "
               f"peak {r['peak_ratio']:.2f}x" if "bm25s" in r else ""))
-    out = {"shape": "msmarco", "sizes": args.sizes, "queries": args.queries, "depth": args.depth,
+    out = {"shape": "msmarco", "sizes": args.sizes, "queries": args.queries, "depth": args.depth, "workers": args.workers,
            "msmarco_passages": MSMARCO_PASSAGES, "table": table, "results": results,
            "goals": {"index_seconds_at_msmarco": 900, "search_seconds_at_msmarco": 300, "peak_mb": 12 * 1024,
                      "exponent": 1.1, "time_ratio": 0.9, "peak_ratio": 1.0},
@@ -529,6 +540,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=MSMARCO_DEPTH, help="msmarco shape only")
     parser.add_argument("--reference-src", help="msmarco shape: a src/ folder of the code to compare runs with")
     parser.add_argument("--reference-max", type=int, default=100_000, help="largest size compared with it")
+    parser.add_argument("--workers", type=int, default=1, help="msmarco shape: bm25.workers of the search step")
     parser.add_argument("--peer-max", type=int, help="msmarco shape: largest size bm25s also runs at (default: all)")
     args = parser.parse_args()
     if args.shape == "msmarco":

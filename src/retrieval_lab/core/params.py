@@ -109,6 +109,7 @@ class RetrieveParams(Section):
 class BM25Params(Section):
     k1: float = param(1.2, NON_NEGATIVE)
     b: float = param(0.75, UNIT)
+    workers: int = param(1, POSITIVE)  # processes that split the queries (forked); the run is the same bytes
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,10 @@ statistics (N, df, avgdl) given to the scorer: the same index serves one machine
 the shards first: see ``bm25_sharded.py``). Built in one pass over any iterable of
 (id, text) in chunks, merged into the final arrays; saved as ``.npy`` arrays read back
 memory-mapped with ``allow_pickle=False`` and JSON lists (vocabulary, ids): nothing is unpickled.
+
+A search keeps each query's top ``depth`` without scoring every posting (:meth:`BM25Index.top`,
+MaxScore term at a time) and returns the scores an exhaustive sum gives, bit for bit; with
+``bm25.workers`` > 1 forked processes share the memory-mapped index and split the queries.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import array
 import dataclasses
 import json
 import math
+import multiprocessing
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -31,6 +36,8 @@ from ..tokenizer import Tokenizer
 from .base import top_k
 
 _DENSE_SHARE = 8  # a query touching more than 1/8 of the corpus is scored into one dense vector
+_SLACK = 1e-9  # relative margin of each pruning test: far above the rounding of a sum taken in another order
+_THRESHOLD_SAMPLE = 50_000  # partial sums the cut is estimated from: the rarest terms' documents come first
 CHUNK = 1024  # documents tokenized and counted at once: bounds the temporary arrays of the build
 SPILL_CHUNK = 16_384  # the same when chunks go to disk: fewer, larger files
 FORMAT = "retrieval-lab-bm25-index/1"
@@ -77,6 +84,46 @@ def _chunk_postings(tokenizer: Tokenizer, vocab: dict[str, int], memo: dict[str,
     keys, tf = np.unique(term * len(texts) + row, return_counts=True)  # sorted by term, then row
     return ((keys // len(texts)).astype(np.int32), (keys % len(texts)).astype(np.int32),
             tf.astype(np.uint32), lengths)
+
+
+def _impacts(weight: float, repeats: int, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    """[P] idf * tf / (tf + norm) * repeats in float64, in that order of operations: the bits of every run."""
+    tf = tf.astype(np.float64)
+    return weight * tf / (tf + norm) * repeats
+
+
+def _accumulate(sums: np.ndarray, rows: np.ndarray, impacts: np.ndarray) -> np.ndarray:
+    """sums[rows] += impacts (rows distinct), and the rows whose sum was still 0: met for the first time."""
+    current = sums[rows]
+    fresh = rows[current == 0]
+    current += impacts
+    sums[rows] = current
+    return fresh
+
+
+def _threshold(partial: np.ndarray, found: list[np.ndarray], depth: int) -> float:
+    """A lower bound on the ``depth``-th best final score: the ``depth``-th best partial sum among the first
+    ``_THRESHOLD_SAMPLE`` documents found (any subset's is a lower bound), less the margin."""
+    sample, n = [], 0
+    for rows in found:
+        sample.append(rows[:_THRESHOLD_SAMPLE - n])
+        n += len(sample[-1])
+        if n >= _THRESHOLD_SAMPLE:
+            break
+    values = partial[np.concatenate(sample)]
+    if values.size < depth:
+        return 0.0
+    return float(np.partition(values, values.size - depth)[values.size - depth]) * (1 - _SLACK)
+
+
+class _Scratch:
+    """Per-document arrays reused query after query, all zero (False) between queries; one set per index and
+    process (a forked worker writes its own copy)."""
+
+    def __init__(self, n: int):
+        self.partial = np.zeros(n)  # [N] sums in pruning order: bounds only, never returned
+        self.exact = np.zeros(n)  # [N] sums in plan order: the scores returned
+        self.chosen = np.zeros(n, dtype=bool)  # [N] the candidates left after pruning
 
 
 @dataclass(frozen=True)
@@ -166,14 +213,11 @@ class BM25Index:
         """
         if not plan:
             return np.zeros(0, np.int64), np.zeros(0)
-        indptr, docs, tfs = self.indptr, self.docs, self.tf
         row_parts, weight_parts = [], []
         for term, weight, repeats in plan:
-            a, b = int(indptr[term]), int(indptr[term + 1])
-            rows = docs[a:b]
-            tf = tfs[a:b].astype(np.float64)
+            rows, impacts = self._postings(term, weight, repeats, norm)
             row_parts.append(rows)
-            weight_parts.append(weight * tf / (tf + norm[rows]) * repeats)
+            weight_parts.append(impacts)
         rows = np.concatenate(row_parts) if len(row_parts) > 1 else row_parts[0]  # [P_q]
         weights = np.concatenate(weight_parts) if len(weight_parts) > 1 else weight_parts[0]
         n = len(self.doc_ids)
@@ -183,6 +227,75 @@ class BM25Index:
             return found, dense[found]
         found, inverse = np.unique(rows, return_inverse=True)
         return found, np.bincount(inverse, weights, minlength=len(found))
+
+    def _postings(self, term: int, weight: float, repeats: int, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, impacts) of one query term: every document holding it."""
+        a, b = int(self.indptr[term]), int(self.indptr[term + 1])
+        rows = self.docs[a:b]
+        return rows, _impacts(weight, repeats, self.tf[a:b], norm[rows])
+
+    def top(self, plan: list[tuple[int, float, int]], norm: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, scores) holding every document whose score reaches the ``depth``-th best (ties too), each
+        with the bits :meth:`scores` gives it; other documents may come along (``top_k`` cuts them).
+
+        MaxScore (Turtle and Flood, 1995), term at a time: a term's impacts stay below its bound
+        idf * repeats, as tf / (tf + norm) < 1. Terms are scored whole from the rarest up, into
+        partial sums, until the bounds of the terms left sum below theta, the ``depth``-th best
+        partial sum: a document no scored term holds cannot reach the cut, nor one whose partial
+        sum plus those bounds stays below theta. The documents left are summed again in plan order
+        (the order :meth:`scores` adds in), the terms left read only at those documents. Each test
+        keeps a relative margin (``_SLACK``) far above the rounding of sums taken in another order.
+        """
+        if not plan or depth < 1 or any(not weight > 0 for _, weight, _ in plan):
+            return self.scores(plan, norm)  # pruning needs positive impacts: a zero sum marks an unseen document
+        scratch = self._scratch()
+        lengths = [self.df(term) for term, _, _ in plan]
+        order = sorted(range(len(plan)), key=lambda i: (lengths[i], i))  # rarest first: the highest bounds
+        bounds = [plan[i][1] * plan[i][2] for i in order]
+        left = [math.fsum(bounds[j + 1:]) for j in range(len(order))]  # bounds of the terms after the j-th
+        found: list[np.ndarray] = []  # per scored term: the documents it is the first to hold
+        count, theta, scored = 0, 0.0, {}
+        for j, i in enumerate(order):
+            rows, impacts = scored[i] = self._postings(*plan[i], norm)
+            found.append(_accumulate(scratch.partial, rows, impacts))
+            count += len(found[-1])
+            if left[j] == 0:
+                break
+            if count >= depth and left[j] < math.fsum(bounds[:j + 1]):  # theta could pass the bounds left
+                theta = max(theta, _threshold(scratch.partial, found, depth))
+                if left[j] * (1 + _SLACK) < theta:
+                    break
+        touched = np.concatenate(found) if len(found) > 1 else found[0]
+        if len(scored) == len(plan):  # nothing pruned: every touched document, summed again in plan order
+            candidates = touched
+            scratch.partial[touched] = 0
+            for i in range(len(plan)):
+                _accumulate(scratch.exact, *scored[i])
+        else:
+            keep = (scratch.partial[touched] + left[len(scored) - 1]) * (1 + _SLACK) >= theta
+            candidates = touched[keep]
+            scratch.partial[touched] = 0
+            scratch.chosen[candidates] = True
+            for i, (term, weight, repeats) in enumerate(plan):
+                if i in scored:
+                    rows, impacts = scored[i]
+                    hit = scratch.chosen[rows]
+                    rows, impacts = rows[hit], impacts[hit]
+                else:  # a term left: its postings read at the candidates only
+                    a, b = int(self.indptr[term]), int(self.indptr[term + 1])
+                    hit = np.flatnonzero(scratch.chosen[self.docs[a:b]])
+                    rows = self.docs[a:b][hit]
+                    impacts = _impacts(weight, repeats, self.tf[a:b][hit], norm[rows])
+                _accumulate(scratch.exact, rows, impacts)
+            scratch.chosen[candidates] = False
+        values = scratch.exact[candidates]
+        scratch.exact[candidates] = 0
+        return candidates, values
+
+    def _scratch(self) -> _Scratch:
+        if getattr(self, "_scratch_arrays", None) is None:
+            self._scratch_arrays = _Scratch(len(self.doc_ids))
+        return self._scratch_arrays
 
     # ------------------------------------------------------------------------- files
 
@@ -360,13 +473,42 @@ class BM25Retriever:
         """(document rows, BM25 scores) of every document sharing a token with ``text``."""
         return self.index.scores(query_plan(self.index, self._tokenize(text), self.stats), self._norm)
 
+    def ranked(self, text: str, depth: int) -> dict[str, float]:
+        """The top ``depth`` documents of one query (pruned: :meth:`BM25Index.top`), in trec_eval order."""
+        plan = query_plan(self.index, self._tokenize(text), self.stats)
+        rows, values = self.index.top(plan, self._norm, depth)
+        return top_k(values, self.doc_ids, depth, positive_only=True, rows=rows)
+
     def search(self, queries: dict[str, str], depth: int) -> Run:
-        run: Run = {}
-        doc_ids = self.doc_ids
-        for qid, text in queries.items():
-            rows, values = self.scores(text)
-            run[qid] = top_k(values, doc_ids, depth, positive_only=True, rows=rows)
-        return run
+        """Each query's top ``depth``; ``bm25.workers`` forked processes split the queries where the platform
+        forks (Linux, macOS), one process elsewhere: the same run either way."""
+        workers = min(self.params.workers, len(queries))
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            return _search_forked(self, queries, depth, workers)
+        return {qid: self.ranked(text, depth) for qid, text in queries.items()}
+
+
+_FORKED: BM25Retriever | None = None  # the retriever forked workers inherit (memory-mapped arrays shared)
+
+
+def _search_chunk(task: tuple[list[tuple[str, str]], int]) -> list[dict[str, float]]:
+    items, depth = task
+    return [_FORKED.ranked(text, depth) for _, text in items]
+
+
+def _search_forked(retriever: BM25Retriever, queries: dict[str, str], depth: int, workers: int) -> Run:
+    """The queries in chunks over ``workers`` forked processes; the run assembled in the queries' order."""
+    global _FORKED
+    items = list(queries.items())
+    size = max(1, min(64, len(items) // (workers * 8)))  # small chunks: a slow query delays no worker long
+    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+    _FORKED = retriever
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = pool.map(_search_chunk, [(chunk, depth) for chunk in chunks], chunksize=1)
+    finally:
+        _FORKED = None
+    return {qid: docs for chunk, ranked in zip(chunks, results) for (qid, _), docs in zip(chunk, ranked)}
 
 
 def build_in(folder: Path, items: Iterable[tuple[str, str]], tokenizer: TokenizerParams, fields: list[str],
