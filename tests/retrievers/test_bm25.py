@@ -190,3 +190,84 @@ def test_loading_never_unpickles_and_names_the_bad_file(tmp_path):
     (tmp_path / "index.json").write_text('{"format": "other"}')
     with pytest.raises(InputError, match="index.json"):
         BM25Index.load(tmp_path)
+
+
+# ----------------------------------------------------------------------------- pruned search (issue 46)
+
+
+def test_pruning_by_hand_reads_only_the_rare_terms_documents():
+    """"rare common" at depth 1 over ten documents that all hold "common", one of them "rare" too.
+
+    idf(rare) = ln(1 + 9.5 / 1.5) = 1.99, idf(common) = ln(1 + 0.5 / 10.5) = 0.0465: once "rare" is
+    scored, d3's partial sum (1.99 * 2 / (2 + ...) > 0.4) passes the bound of "common" (0.0465),
+    so no other document can reach the cut and "common" is read at d3 only.
+    """
+    from retrieval_lab.retrievers.bm25 import query_plan
+
+    texts = {f"d{i}": "common filler" for i in range(10)}
+    texts["d3"] = "rare common"
+    bm25 = BM25Retriever(_corpus(texts), PLAIN, BM25Params(), FIELDS)
+    plan = query_plan(bm25.index, ["rare", "common"], bm25.stats)
+    rows, values = bm25.index.top(plan, bm25._norm, depth=1)
+    assert rows.tolist() == [3]
+    all_rows, all_values = bm25.index.scores(plan, bm25._norm)
+    assert len(all_rows) == 10
+    assert values[0] == all_values[all_rows.tolist().index(3)]  # the same bits, not merely close
+    # at depth 2 the ten tie on "common" alone after d3: nothing can be pruned
+    rows, _ = bm25.index.top(plan, bm25._norm, depth=2)
+    assert sorted(rows.tolist()) == list(range(10))
+
+
+def _tied_texts(n: int) -> dict[str, Doc]:
+    """Documents from few words, many repeated whole: scores tie at every cut."""
+    import random
+
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(25)] + ["zeta"] * 3 + ["rho"]
+    made = [" ".join(rng.choices(words, k=rng.randint(1, 12))) for _ in range(n // 3)]
+    return {f"d{i:04d}": Doc(f"d{i:04d}", "", rng.choice(made)) for i in range(n)}
+
+
+def test_pruned_search_equals_the_exhaustive_sum_bit_for_bit_at_every_depth():
+    """Against :meth:`BM25Index.scores` cut by ``top_k``: the same documents, order and float bits, ties at the cut
+    included, for queries of 1 to 8 terms (repeats too) and depths from 1 to past the collection; and pruning
+    happened (fewer candidates than documents scored) for most of them."""
+    import random
+
+    from retrieval_lab.retrievers.base import top_k
+    from retrieval_lab.retrievers.bm25 import query_plan
+
+    corpus = _tied_texts(600)
+    bm25 = BM25Retriever(corpus, PLAIN, BM25Params(k1=0.9, b=0.4), FIELDS)
+    rng = random.Random(5)
+    words = [f"w{i}" for i in range(25)] + ["zeta", "rho", "unknown"]
+    pruned = compared = 0
+    for _ in range(150):
+        query = " ".join(rng.choices(words, k=rng.randint(1, 8)))
+        plan = query_plan(bm25.index, bm25._tokenize(query), bm25.stats)
+        rows, values = bm25.index.scores(plan, bm25._norm)
+        for depth in (1, 3, 10, 57, 1000):
+            expected = list(top_k(values, bm25.doc_ids, depth, positive_only=True, rows=rows).items())
+            got = list(bm25.ranked(query, depth).items())
+            assert got == expected, (query, depth)
+            compared += 1
+            pruned += len(bm25.index.top(plan, bm25._norm, depth)[0]) < len(rows)
+    assert compared == 750 and pruned > 300
+
+
+def test_workers_split_the_queries_and_give_the_same_run_bytes(monkeypatch):
+    import retrieval_lab.retrievers.bm25 as bm25_module
+    from retrieval_lab.runs import format_run
+
+    corpus = _texts(300)
+    queries = {f"q{i}": " ".join(list(corpus.values())[i * 3].text.split()[:5]) or "w1" for i in range(90)}
+    expected = format_run(BM25Retriever(corpus, PLAIN, BM25Params(), FIELDS).search(queries, 20), "bm25")
+    forked = []
+    real = bm25_module._search_forked
+    monkeypatch.setattr(bm25_module, "_search_forked", lambda *a: forked.append(a[3]) or real(*a))
+    got = BM25Retriever(corpus, PLAIN, BM25Params(workers=2), FIELDS).search(queries, 20)
+    assert forked == [2] and list(got) == list(queries)
+    assert format_run(got, "bm25") == expected
+    assert BM25Retriever(corpus, PLAIN, BM25Params(workers=3), FIELDS).search({"q": "w1"}, 5) == \
+        BM25Retriever(corpus, PLAIN, BM25Params(), FIELDS).search({"q": "w1"}, 5)  # one query: no fork
+    assert forked == [2]
