@@ -109,3 +109,25 @@ def test_a_stale_readme_fails_the_check_and_is_rewritten(tmp_path):
     filled, stale = blocks.fill(readme.read_text(), rendered, str(readme))
     assert stale == ["headline"] and "| stale |" not in filled
     assert "| bm25 | 0.5716 |" in filled  # the committed support metrics' BM25 nDCG@10
+
+
+def test_msmarco_scale_block_says_how_the_search_ran_and_each_goal_met_or_not(tmp_path):
+    step = {"seconds": [10.0, 100.0], "peak_mb": [100.0, 900.0], "exponents": [1.02]}
+    data = {"sizes": [1000, 10000], "queries": 70, "depth": 1000, "workers": 2,
+            "table": {"bm25_index": step, "bm25_search": {**step, "seconds": [40.0, 400.0]}},
+            "goals": {"index_seconds_at_msmarco": 900, "search_seconds_at_msmarco": 300, "peak_mb": 12288,
+                      "exponent": 1.1},
+            "results": [{"documents": 1000, "identical_to_reference": True}, {"documents": 10000}],
+            "machine": {"cpu": "CPU", "usable_cores": 2}}
+    path = tmp_path / "scale.json"
+    path.write_text(json.dumps(data))
+    text = blocks.msmarco_scale_table(path)
+    assert "the search in 2 processes (`bm25.workers: 2`; its peak counts each worker's)" in text
+    assert "| 70 queries ≤ 300 s | 400 s | **not met** |" in text
+    assert "| index ≤ 900 s | 100 s | met |" in text
+    assert "| run at 1,000 identical to the reference code's | yes | met |" in text
+    data["results"][0]["identical_to_reference"] = False
+    del data["workers"]
+    path.write_text(json.dumps(data))
+    text = blocks.msmarco_scale_table(path)
+    assert "at depth 1,000, one thread," in text and "| no | **not met** |" in text

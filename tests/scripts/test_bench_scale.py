@@ -99,3 +99,8 @@ def test_the_msmarco_steps_run_at_tiny_size(bench, tmp_path):
     assert search["means"]["nDCG@10"] > 0.8 and search["queries"] == 60  # a query is words of its positive
     peer = bench.msmarco_bm25s(str(folder), 50)
     assert set(peer["steps"]) == {"bm25s_index", "bm25s_search"} and peer["queries"] == 60
+    two = bench.msmarco_search(str(folder), str(work), 50, workers=2)
+    assert two["means"] == search["means"]  # same run, two processes
+    row = two["steps"]["bm25_search"]
+    assert row["workers"] == 2 and row["worker_peak_mb"] > 0
+    assert row["peak_mb"] == row["own_peak_mb"] + 2 * row["worker_peak_mb"]  # each worker's peak counted

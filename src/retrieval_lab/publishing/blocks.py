@@ -156,8 +156,12 @@ def msmarco_scale_table(path: Path) -> str:
     data = _read_json(path)
     sizes, table, goals = data["sizes"], data["table"], data["goals"]
     big = sizes[-1]
+    workers = data.get("workers", 1)  # files from before bm25.workers searched in one process
+    threads = ("one thread" if workers == 1 else
+               f"the search in {workers} processes (`bm25.workers: {workers}`; its peak counts each worker's), every "
+               "other step one thread")
     head = (f"Synthetic passages of MS MARCO's length distribution, {data['queries']:,} queries at depth "
-            f"{data['depth']:,}, one thread, {data['machine'].get('cpu', 'CPU')} with "
+            f"{data['depth']:,}, {threads}, {data['machine'].get('cpu', 'CPU')} with "
             f"{data['machine'].get('usable_cores', '?')} cores (`{path.name}`):")
     lines = [head, "", "| step | " + " | ".join(f"{n:,} passages: s" for n in sizes) + f" | peak MiB at {big:,} | "
              f"growth exponent {sizes[0]:,} → {big:,} |", "|---|" + "---:|" * (len(sizes) + 2)]
@@ -179,6 +183,11 @@ def msmarco_scale_table(path: Path) -> str:
               f"{verdict(search <= goals['search_seconds_at_msmarco'])} |",
               f"| peak ≤ {goals['peak_mb']:,} MiB in every step | {peak:,.0f} MiB | {verdict(peak <= goals['peak_mb'])} |",
               f"| every exponent ≤ {goals['exponent']} | {exponent:.2f} | {verdict(exponent <= goals['exponent'])} |"]
+    for result in data["results"]:
+        if "identical_to_reference" in result:  # bench_scale --reference-src: the run of earlier code, same collection
+            lines.append(f"| run at {result['documents']:,} identical to the reference code's | "
+                         f"{'yes' if result['identical_to_reference'] else 'no'} | "
+                         f"{verdict(result['identical_to_reference'])} |")
     return "\n".join(lines)
 
 
