@@ -271,3 +271,20 @@ def test_workers_split_the_queries_and_give_the_same_run_bytes(monkeypatch):
     assert BM25Retriever(corpus, PLAIN, BM25Params(workers=3), FIELDS).search({"q": "w1"}, 5) == \
         BM25Retriever(corpus, PLAIN, BM25Params(), FIELDS).search({"q": "w1"}, 5)  # one query: no fork
     assert forked == [2]
+
+
+@pytest.mark.scifact
+def test_scifact_pruned_run_is_the_exhaustive_run(scifact_dir):
+    """Every SciFact query (1,109) at depths 10 and 1,000: the pruned search gives the exhaustive sum's run."""
+    from retrieval_lab.core.params import Params
+    from retrieval_lab.retrievers.base import top_k
+    from retrieval_lab.runs import format_run
+
+    dataset, params = load_dataset(scifact_dir), Params()
+    bm25 = BM25Retriever(dataset.corpus, params.tokenizer, params.bm25, params.retrieve.fields)
+    queries = {q: v.text for q, v in dataset.queries.items()}
+    exhaustive = {q: bm25.scores(text) for q, text in queries.items()}
+    for depth in (10, 1000):
+        expected = {q: top_k(values, bm25.doc_ids, depth, positive_only=True, rows=rows)
+                    for q, (rows, values) in exhaustive.items()}
+        assert format_run(bm25.search(queries, depth), "bm25") == format_run(expected, "bm25")
