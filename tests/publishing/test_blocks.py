@@ -90,7 +90,7 @@ def test_the_numbers_of_the_experiments_table_may_move_one_unit_of_their_last_di
 
 
 @pytest.mark.parametrize("text, said", [
-    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale)"),
+    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale, msmarco-peer, msmarco-quiet)"),
     ("<!-- BEGIN generated:headline -->\n", "x.md: generated:headline has no END marker"),
     ("a\n<!-- END generated:headline -->\n", "x.md:2: END generated:headline without its BEGIN"),
     ("<!-- BEGIN generated:headline -->\n<!-- END generated:headline -->\n" * 2, "x.md:3: generated:headline appears twice"),
@@ -113,11 +113,14 @@ def test_a_stale_readme_fails_the_check_and_is_rewritten(tmp_path):
 
 def test_msmarco_scale_block_says_how_the_search_ran_and_each_goal_met_or_not(tmp_path):
     step = {"seconds": [10.0, 100.0], "peak_mb": [100.0, 900.0], "exponents": [1.02]}
+    ours = {"index": {"index_mb": 6.0, "postings": 2**20, "tf_dtype": "uint16"}, "search": {"means": {"nDCG@10": 0.91}}}
     data = {"sizes": [1000, 10000], "queries": 70, "depth": 1000, "workers": 2,
             "table": {"bm25_index": step, "bm25_search": {**step, "seconds": [40.0, 400.0]}},
             "goals": {"index_seconds_at_msmarco": 900, "search_seconds_at_msmarco": 300, "peak_mb": 12288,
                       "exponent": 1.1},
-            "results": [{"documents": 1000, "identical_to_reference": True}, {"documents": 10000}],
+            "results": [{"documents": 1000, "identical_to_reference": True, "ours": ours},
+                        {"documents": 10000, "ours": ours, "bm25_seconds": 50.0, "bm25s_seconds": 200.0,
+                         "time_ratio": 0.25, "peak_mb": 900.0, "bm25s_peak_mb": 1800.0, "peak_ratio": 0.5}],
             "machine": {"cpu": "CPU", "usable_cores": 2}}
     path = tmp_path / "scale.json"
     path.write_text(json.dumps(data))
@@ -126,6 +129,10 @@ def test_msmarco_scale_block_says_how_the_search_ran_and_each_goal_met_or_not(tm
     assert "| 70 queries ≤ 300 s | 400 s | **not met** |" in text
     assert "| index ≤ 900 s | 100 s | met |" in text
     assert "| run at 1,000 identical to the reference code's | yes | met |" in text
+    assert "| `bm25_search` | 40 | 400 | 100 | 900 | 1.00 |" in text  # log(400 / 40) / log(10000 / 1000)
+    assert "- **1,000 passages**: run byte-identical to the reference code's; index 6.0 bytes a posting" in text
+    assert ("- **10,000 passages**: ours (index + load + search) 50.0 s against bm25s's 200.0 s (**0.25x**), peak 900 "
+            "against 1,800 MiB (**0.50x**)") in text
     data["results"][0]["identical_to_reference"] = False
     del data["workers"]
     path.write_text(json.dumps(data))

@@ -14,6 +14,8 @@ BEGIN without its END, is refused naming the file. The sources, all committed:
 ``experiments-support``  ``retrieval-lab table`` over 3 support seeds (``docs/comparing-experiments/inputs.json``)
 ``faiss-real``           FAISS factories against Flat on real-shaped embeddings (``bench-results/faiss-real.json``)
 ``msmarco-scale``        BM25 at MS MARCO passage size, measured, and issue 46's goals (``scale-msmarco-8.8m.json``)
+``msmarco-peer``         BM25 at 100k and 1M MS MARCO-shaped passages against bm25s (``scale-msmarco.json``)
+``msmarco-quiet``        the same steps, ours only, on a quiet machine (``scale-msmarco-quiet.json``)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import re
 import tempfile
 from collections.abc import Callable
@@ -148,26 +151,52 @@ def faiss_real_table(path: Path) -> str:
 
 
 MSMARCO_SCALE = Path("bench-results") / "scale-msmarco-8.8m.json"
+MSMARCO_PEER = Path("bench-results") / "scale-msmarco.json"
+MSMARCO_QUIET = Path("bench-results") / "scale-msmarco-quiet.json"
 
 
-def msmarco_scale_table(path: Path) -> str:
-    """scripts/bench_scale.py --shape msmarco at MS MARCO's size: each step's seconds and peak, its growth
-    exponent, and each goal of issue 46 beside what was measured, met or not."""
+def msmarco_steps_table(path: Path) -> str:
+    """scripts/bench_scale.py --shape msmarco: each step's seconds and peak at each size, its growth exponent
+    from the first size to the last; then, per size, ours against bm25s (when it ran), the check against the
+    reference code's run (when made), the index's bytes per posting and nDCG@10."""
     data = _read_json(path)
-    sizes, table, goals = data["sizes"], data["table"], data["goals"]
-    big = sizes[-1]
+    sizes, table = data["sizes"], data["table"]
     workers = data.get("workers", 1)  # files from before bm25.workers searched in one process
     threads = ("one thread" if workers == 1 else
                f"the search in {workers} processes (`bm25.workers: {workers}`; its peak counts each worker's), every "
                "other step one thread")
-    head = (f"Synthetic passages of MS MARCO's length distribution, {data['queries']:,} queries at depth "
-            f"{data['depth']:,}, {threads}, {data['machine'].get('cpu', 'CPU')} with "
-            f"{data['machine'].get('usable_cores', '?')} cores (`{path.name}`):")
-    lines = [head, "", "| step | " + " | ".join(f"{n:,} passages: s" for n in sizes) + f" | peak MiB at {big:,} | "
-             f"growth exponent {sizes[0]:,} → {big:,} |", "|---|" + "---:|" * (len(sizes) + 2)]
+    lines = [f"Synthetic passages of MS MARCO's length distribution, {data['queries']:,} queries at depth "
+             f"{data['depth']:,}, {threads}, {data['machine'].get('cpu', 'CPU')} with "
+             f"{data['machine'].get('usable_cores', '?')} cores (`{path.name}`):", "",
+             "| step | " + " | ".join(f"{n:,}: s" for n in sizes) + " | " + " | ".join(f"{n:,}: peak MiB" for n in sizes)
+             + f" | exponent {sizes[0]:,} → {sizes[-1]:,} |", "|---|" + "---:|" * (2 * len(sizes) + 1)]
     for name, row in table.items():
-        lines.append(f"| `{name}` | " + " | ".join(f"{s:,.1f}" for s in row["seconds"]) +
-                     f" | {row['peak_mb'][-1]:,.0f} | {row['exponents'][-1]:.2f} |")
+        exponent = math.log(row["seconds"][-1] / row["seconds"][0]) / math.log(sizes[-1] / sizes[0])
+        lines.append(f"| `{name}` | " + " | ".join(f"{s:,.3g}" if s < 100 else f"{s:,.0f}" for s in row["seconds"])
+                     + " | " + " | ".join(f"{m:,.0f}" for m in row["peak_mb"]) + f" | {exponent:.2f} |")
+    lines.append("")
+    for result in data["results"]:
+        n, facts = result["documents"], []
+        if "bm25s_seconds" in result:
+            facts.append(f"ours (index + load + search) {result['bm25_seconds']:,.1f} s against bm25s's "
+                         f"{result['bm25s_seconds']:,.1f} s (**{result['time_ratio']:.2f}x**), peak {result['peak_mb']:,.0f} "
+                         f"against {result['bm25s_peak_mb']:,.0f} MiB (**{result['peak_ratio']:.2f}x**)")
+        if "identical_to_reference" in result:
+            facts.append("run byte-identical to the reference code's" if result["identical_to_reference"]
+                         else "run **differs** from the reference code's")
+        index = result["ours"]["index"]
+        facts.append(f"index {index['index_mb'] * 2**20 / index['postings']:.1f} bytes a posting on disk "
+                     f"({index['postings']:,} postings, {index['tf_dtype']} tf)")
+        facts.append(f"nDCG@10 {result['ours']['search']['means']['nDCG@10']:.3f}")
+        lines.append(f"- **{n:,} passages**: " + "; ".join(facts) + ".")
+    return "\n".join(lines)
+
+
+def msmarco_scale_table(path: Path) -> str:
+    """The steps at MS MARCO's size (:func:`msmarco_steps_table`), then each goal of issue 46 beside what was
+    measured at the largest size, met or not."""
+    data = _read_json(path)
+    table, goals, big = data["table"], data["goals"], data["sizes"][-1]
     index, search = table["bm25_index"]["seconds"][-1], table["bm25_search"]["seconds"][-1]
     peak = max(row["peak_mb"][-1] for row in table.values())
     exponent = max(row["exponents"][-1] for row in table.values())
@@ -175,14 +204,14 @@ def msmarco_scale_table(path: Path) -> str:
     def verdict(ok: bool) -> str:
         return "met" if ok else "**not met**"
 
-    lines += ["", "| goal (issue 46, 2 cores, 24 GB) | measured at "
-              f"{big:,} | |", "|---|---:|---|",
-              f"| index ≤ {goals['index_seconds_at_msmarco']:,} s | {index:,.0f} s | "
-              f"{verdict(index <= goals['index_seconds_at_msmarco'])} |",
-              f"| {data['queries']:,} queries ≤ {goals['search_seconds_at_msmarco']:,} s | {search:,.0f} s | "
-              f"{verdict(search <= goals['search_seconds_at_msmarco'])} |",
-              f"| peak ≤ {goals['peak_mb']:,} MiB in every step | {peak:,.0f} MiB | {verdict(peak <= goals['peak_mb'])} |",
-              f"| every exponent ≤ {goals['exponent']} | {exponent:.2f} | {verdict(exponent <= goals['exponent'])} |"]
+    lines = [msmarco_steps_table(path), "", f"| goal (issue 46, 2 cores, 24 GB) | measured at {big:,} | |",
+             "|---|---:|---|",
+             f"| index ≤ {goals['index_seconds_at_msmarco']:,} s | {index:,.0f} s | "
+             f"{verdict(index <= goals['index_seconds_at_msmarco'])} |",
+             f"| {data['queries']:,} queries ≤ {goals['search_seconds_at_msmarco']:,} s | {search:,.0f} s | "
+             f"{verdict(search <= goals['search_seconds_at_msmarco'])} |",
+             f"| peak ≤ {goals['peak_mb']:,} MiB in every step | {peak:,.0f} MiB | {verdict(peak <= goals['peak_mb'])} |",
+             f"| every exponent ≤ {goals['exponent']} | {exponent:.2f} | {verdict(exponent <= goals['exponent'])} |"]
     for result in data["results"]:
         if "identical_to_reference" in result:  # bench_scale --reference-src: the run of earlier code, same collection
             lines.append(f"| run at {result['documents']:,} identical to the reference code's | "
@@ -231,6 +260,8 @@ BLOCKS = {b.name: b for b in [
     Block("experiments-support", experiments_table, same_numbers),
     Block("faiss-real", lambda repo: faiss_real_table(repo / FAISS_REAL)),
     Block("msmarco-scale", lambda repo: msmarco_scale_table(repo / MSMARCO_SCALE)),
+    Block("msmarco-peer", lambda repo: msmarco_steps_table(repo / MSMARCO_PEER)),
+    Block("msmarco-quiet", lambda repo: msmarco_steps_table(repo / MSMARCO_QUIET)),
 ]}
 _MARKER = re.compile(r"<!-- (BEGIN|END) generated:([^ ]+) -->")
 
