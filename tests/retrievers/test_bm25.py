@@ -288,3 +288,39 @@ def test_scifact_pruned_run_is_the_exhaustive_run(scifact_dir):
         expected = {q: top_k(values, bm25.doc_ids, depth, positive_only=True, rows=rows)
                     for q, (rows, values) in exhaustive.items()}
         assert format_run(bm25.search(queries, depth), "bm25") == format_run(expected, "bm25")
+
+
+def test_threads_searching_one_retriever_get_the_sequential_run():
+    """Each thread has its own scratch arrays: shared ones would mix two queries' sums."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    corpus = _tied_texts(400)
+    bm25 = BM25Retriever(corpus, PLAIN, BM25Params(), FIELDS)
+    queries = [" ".join(f"w{(i * 7 + k) % 25}" for k in range(1 + i % 6)) + " zeta" for i in range(200)]
+    expected = [bm25.ranked(q, 7) for q in queries]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda q: bm25.ranked(q, 7), queries * 3))
+    assert got == expected * 3
+
+
+def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(monkeypatch):
+    import retrieval_lab.retrievers.bm25 as bm25_module
+
+    corpus = _tied_texts(300)
+    bm25 = BM25Retriever(corpus, PLAIN, BM25Params(), FIELDS)
+    query = "w1 w2 w3 zeta rho"
+    expected = bm25.ranked(query, 5)
+    real, calls = bm25_module._accumulate, []
+
+    def failing(sums, rows, impacts):
+        calls.append(1)
+        fresh = real(sums, rows, impacts)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # after the partial sums were written
+        return fresh
+
+    monkeypatch.setattr(bm25_module, "_accumulate", failing)
+    with pytest.raises(KeyboardInterrupt):
+        bm25.ranked(query, 5)
+    monkeypatch.setattr(bm25_module, "_accumulate", real)
+    assert bm25.ranked(query, 5) == expected

@@ -23,6 +23,7 @@ import math
 import multiprocessing
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,7 +119,7 @@ def _threshold(partial: np.ndarray, found: list[np.ndarray], depth: int) -> floa
 
 class _Scratch:
     """Per-document arrays reused query after query, all zero (False) between queries; one set per index and
-    process (a forked worker writes its own copy)."""
+    thread (a forked worker writes its own copy)."""
 
     def __init__(self, n: int):
         self.partial = np.zeros(n)  # [N] sums in pruning order: bounds only, never returned
@@ -149,6 +150,7 @@ class BM25Index:
         self.vocab = {t: i for i, t in enumerate(vocab)}
         self.indptr, self.docs, self.tf, self.lengths = indptr, docs, tf, lengths
         self.tokenizer, self.fields = tokenizer, list(fields)
+        self._local = threading.local()  # each thread's scratch arrays for :meth:`top`
 
     # ------------------------------------------------------------------------- build
 
@@ -248,7 +250,17 @@ class BM25Index:
         """
         if not plan or depth < 1 or any(not weight > 0 for _, weight, _ in plan):
             return self.scores(plan, norm)  # pruning needs positive impacts: a zero sum marks an unseen document
-        scratch = self._scratch()
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = _Scratch(len(self.doc_ids))
+        try:
+            return self._top(scratch, plan, norm, depth)
+        except BaseException:
+            self._local.scratch = None  # left part-written: the next query starts from fresh zeros
+            raise
+
+    def _top(self, scratch: _Scratch, plan: list[tuple[int, float, int]], norm: np.ndarray,
+             depth: int) -> tuple[np.ndarray, np.ndarray]:
         lengths = [self.df(term) for term, _, _ in plan]
         order = sorted(range(len(plan)), key=lambda i: (lengths[i], i))  # rarest first: the highest bounds
         bounds = [plan[i][1] * plan[i][2] for i in order]
@@ -291,11 +303,6 @@ class BM25Index:
         values = scratch.exact[candidates]
         scratch.exact[candidates] = 0
         return candidates, values
-
-    def _scratch(self) -> _Scratch:
-        if getattr(self, "_scratch_arrays", None) is None:
-            self._scratch_arrays = _Scratch(len(self.doc_ids))
-        return self._scratch_arrays
 
     # ------------------------------------------------------------------------- files
 
