@@ -90,7 +90,7 @@ def test_the_numbers_of_the_experiments_table_may_move_one_unit_of_their_last_di
 
 
 @pytest.mark.parametrize("text, said", [
-    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale, msmarco-peer, msmarco-quiet)"),
+    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale, msmarco-peer, msmarco-quiet, sharded)"),
     ("<!-- BEGIN generated:headline -->\n", "x.md: generated:headline has no END marker"),
     ("a\n<!-- END generated:headline -->\n", "x.md:2: END generated:headline without its BEGIN"),
     ("<!-- BEGIN generated:headline -->\n<!-- END generated:headline -->\n" * 2, "x.md:3: generated:headline appears twice"),
@@ -138,3 +138,32 @@ def test_msmarco_scale_block_says_how_the_search_ran_and_each_goal_met_or_not(tm
     path.write_text(json.dumps(data))
     text = blocks.msmarco_scale_table(path)
     assert "at depth 1,000, one thread," in text and "| no | **not met** |" in text
+
+
+def test_sharded_block_renders_per_shard_ranges_the_rates_and_the_model(tmp_path):
+    def shard(docs, build, search, peak):
+        return {"documents": docs, "postings": docs * 37, "index_mb": docs * 6e-5, "build_seconds": build,
+                "search_seconds": search, "worker_peak_mb": peak}
+
+    data = {"documents": 1000, "queries": 10, "depth": 100,
+            "single_index": {"build_seconds": 2.0, "search_seconds": 3.0, "peak_mb": 400.0},
+            "sharded": [{"shards": 2, "workers": 2, "phases_seconds": {"dfs": 0.5, "merge": 0.004},
+                         "per_shard": [shard(500, 1.0, 2.0, 300.0), shard(500, 1.5, 2.5, 310.0)],
+                         "identical_to_single_index": True},
+                        {"shards": 4, "workers": 2, "phases_seconds": {"dfs": 0.5, "merge": 0.012},
+                         "per_shard": [shard(250, 0.5, 1.0, 290.0)] * 3 + [shard(250, 0.75, 1.0, 600.0)],
+                         "identical_to_single_index": False}],
+            "machine": {"cpu": "CPU", "usable_cores": 2, "date": "2026-12-04"}}
+    path = tmp_path / "sharded.json"
+    path.write_text(json.dumps(data))
+    text = blocks.sharded_table(path)
+    assert "| build seconds per shard (task) | 2.0 | 1.0, 1.5 | 0.5 to 0.8 |" in text
+    assert "| build ms per passage (task) | 2.000 | 2.000, 3.000 | 2.000 to 3.000 |" in text
+    assert "| documents per shard | 1,000 | 500 | 250 |" in text  # equal values once
+    # merge per entry: 0.004 s / (10 x 2 x 100) = 2 µs, 0.012 s / (10 x 4 x 100) = 3 µs
+    assert "| merge µs per entry (queries × shards × depth) | – | 2.00 | 3.00 |" in text
+    assert "| run identical to the single index's | – | yes | **no** |" in text
+    # slowest rates: 3 ms a passage, 6e-5 MiB a passage, 3 µs an entry; 8,841,823 passages in 16 shards
+    assert "16 shards of 552,613 build in about 27.6 minutes each" in text  # 3e-3 * 8841823 / 16 / 60
+    assert "into about 0.03 GiB of index arrays each" in text  # 6e-5 * 8841823 / 16 / 1024
+    assert "leave 112M entries for the client to merge, about 5.6 minutes" in text  # 3e-6 * 112e6 / 60

@@ -16,6 +16,7 @@ BEGIN without its END, is refused naming the file. The sources, all committed:
 ``msmarco-scale``        BM25 at MS MARCO passage size, measured, and issue 46's goals (``scale-msmarco-8.8m.json``)
 ``msmarco-peer``         BM25 at 100k and 1M MS MARCO-shaped passages against bm25s (``scale-msmarco.json``)
 ``msmarco-quiet``        the same steps, ours only, on a quiet machine (``scale-msmarco-quiet.json``)
+``sharded``              sharded BM25 on Dask: cost per shard, DFS, merge, and the model (``sharded.json``)
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ def faiss_real_table(path: Path) -> str:
 MSMARCO_SCALE = Path("bench-results") / "scale-msmarco-8.8m.json"
 MSMARCO_PEER = Path("bench-results") / "scale-msmarco.json"
 MSMARCO_QUIET = Path("bench-results") / "scale-msmarco-quiet.json"
+MSMARCO_PASSAGES = 8_841_823  # MS MARCO passage (v1)
 
 
 def msmarco_steps_table(path: Path) -> str:
@@ -220,6 +222,66 @@ def msmarco_scale_table(path: Path) -> str:
     return "\n".join(lines)
 
 
+SHARDED = Path("bench-results") / "sharded.json"
+
+
+def sharded_table(path: Path) -> str:
+    """scripts/bench_sharded.py: the single index against each sharding, per shard (ranges where several),
+    and whether each sharded run equals the single index's byte for byte."""
+    data = _read_json(path)
+    single, shardings = data["single_index"], data["sharded"]
+
+    def spread(values: list[float], fmt: str) -> str:
+        low, high = min(values), max(values)
+        return format(low, fmt) if format(low, fmt) == format(high, fmt) else (
+            ", ".join(format(v, fmt) for v in values) if len(values) == 2 else f"{format(low, fmt)} to {format(high, fmt)}")
+
+    def column(key: str, fmt: str) -> list[str]:
+        return [spread([shard[key] for shard in s["per_shard"]], fmt) for s in shardings]
+
+    machine = data["machine"]
+    rows = [("documents per shard", f"{data['documents']:,}", column("documents", ",.0f")),
+            ("postings per shard", "–", [spread([p["postings"] / 1e6 for p in s["per_shard"]], ".2f") + "M"
+                                           for s in shardings]),
+            ("index arrays per shard, MiB", "–", column("index_mb", ".1f")),
+            ("build seconds per shard (task)", f"{single['build_seconds']:.1f}", column("build_seconds", ".1f")),
+            (f"search seconds per shard (task, {data['queries']:,} queries)", f"{single['search_seconds']:.1f}",
+             column("search_seconds", ".1f")),
+            ("worker peak RSS, MiB", f"{single['peak_mb']:,.0f} (process)", column("worker_peak_mb", ",.0f")),
+            ("DFS (statistics gathered, summed), s", "–", [f"{s['phases_seconds']['dfs']:.1f}" for s in shardings]),
+            ("merge on the client, s", "–", [f"{s['phases_seconds']['merge']:.1f}" for s in shardings]),
+            ("build ms per passage (task)", f"{single['build_seconds'] / data['documents'] * 1e3:.3f}",
+             [spread([p["build_seconds"] / p["documents"] * 1e3 for p in s["per_shard"]], ".3f") for s in shardings]),
+            ("merge µs per entry (queries × shards × depth)", "–",
+             [f"{s['phases_seconds']['merge'] / _entries(data, s['shards']) * 1e6:.2f}" for s in shardings]),
+            ("run identical to the single index's", "–",
+             ["yes" if s["identical_to_single_index"] else "**no**" for s in shardings])]
+    lines = [f"{data['documents']:,} MS MARCO-shaped passages, {data['queries']:,} queries at depth {data['depth']:,}, "
+             f"{shardings[0]['workers']} Dask worker processes of one thread, {machine.get('cpu', 'CPU')} with "
+             f"{machine.get('usable_cores', '?')} cores, {machine.get('date', '')} (`{path.name}`):", "",
+             "| | single index | " + " | ".join(f"{s['shards']} shards" for s in shardings) + " |",
+             "|---|---:|" + "---:|" * len(shardings)]
+    lines += [f"| {name} | {one} | " + " | ".join(cells) + " |" for name, one, cells in rows]
+    # the model: per-passage build time and index bytes, per-entry merge time, the slowest measured
+    per_shard = [p for s in shardings for p in s["per_shard"]]
+    build = max(p["build_seconds"] / p["documents"] for p in per_shard)
+    size = sum(p["index_mb"] for p in per_shard) / sum(p["documents"] for p in per_shard)
+    merge = max(s["phases_seconds"]["merge"] / _entries(data, s["shards"]) for s in shardings)
+    n, shards, queries, depth = MSMARCO_PASSAGES, 16, 7_000, 1_000
+    entries = queries * shards * depth
+    lines += ["", f"Extrapolated linearly from those rates (the slowest measured; **not measured**): "
+              f"{n:,} passages in {shards} shards of {n // shards:,} build in about {build * n / shards / 60:.1f} "
+              f"minutes each, in parallel, into about {size * n / shards / 1024:.2f} GiB of index arrays each; "
+              f"{queries:,} queries at depth {depth:,} leave {entries / 1e6:,.0f}M entries for the client to merge, "
+              f"about {merge * entries / 60:.1f} minutes."]
+    return "\n".join(lines)
+
+
+def _entries(data: dict, shards: int) -> int:
+    """Top-k entries the client merges: every shard's list for every query."""
+    return data["queries"] * shards * data["depth"]
+
+
 def experiments_table(repo: Path) -> str:
     """``retrieval-lab table --from-inputs`` over the committed worked example, without its heading."""
     from retrieval_lab import cli
@@ -262,6 +324,7 @@ BLOCKS = {b.name: b for b in [
     Block("msmarco-scale", lambda repo: msmarco_scale_table(repo / MSMARCO_SCALE)),
     Block("msmarco-peer", lambda repo: msmarco_steps_table(repo / MSMARCO_PEER)),
     Block("msmarco-quiet", lambda repo: msmarco_steps_table(repo / MSMARCO_QUIET)),
+    Block("sharded", lambda repo: sharded_table(repo / SHARDED)),
 ]}
 _MARKER = re.compile(r"<!-- (BEGIN|END) generated:([^ ]+) -->")
 
