@@ -6,7 +6,7 @@ import pytest
 from retrieval_lab.core.data import Doc, load_dataset
 from retrieval_lab.core.params import BM25Params, TokenizerParams
 from retrieval_lab.metrics import measure_run
-from retrieval_lab.retrievers.bm25 import BM25Retriever
+from retrieval_lab.retrievers.bm25 import BM25Index, BM25Retriever
 from retrieval_lab.tokenizer import Tokenizer
 
 PLAIN = TokenizerParams(stopwords=None, stemmer=None)
@@ -195,7 +195,35 @@ def test_loading_never_unpickles_and_names_the_bad_file(tmp_path):
 # ----------------------------------------------------------------------------- pruned search (issue 46)
 
 
-def test_pruning_by_hand_reads_only_the_rare_terms_documents():
+@pytest.fixture
+def always_prune(monkeypatch):
+    """Prune whatever the query's postings: these collections are far below the size where search prunes."""
+    import retrieval_lab.retrievers.bm25 as bm25_module
+
+    monkeypatch.setattr(bm25_module, "_PRUNE_FROM", 0)
+    monkeypatch.setattr(bm25_module, "_PRUNE_PER_DEPTH", 0)
+
+
+def test_small_queries_are_summed_exhaustively_and_large_ones_pruned(monkeypatch):
+    import retrieval_lab.retrievers.bm25 as bm25_module
+    from retrieval_lab.retrievers.bm25 import query_plan
+
+    texts = {f"d{i}": "common filler" for i in range(2_000)}
+    bm25 = BM25Retriever(_corpus(texts), PLAIN, BM25Params(), FIELDS)
+    plan = query_plan(bm25.index, ["common", "filler"], bm25.stats)  # 4,000 postings
+    pruned = []
+    real = BM25Index._top
+    monkeypatch.setattr(BM25Index, "_top", lambda self, *a: pruned.append(a[-1]) or real(self, *a))
+    bm25.index.top(plan, bm25._norm, depth=10)
+    assert pruned == []  # 4,000 < max(16,384, 64 x 10)
+    monkeypatch.setattr(bm25_module, "_PRUNE_FROM", 4_000)
+    bm25.index.top(plan, bm25._norm, depth=10)
+    assert pruned == [10]  # 4,000 >= max(4,000, 640)
+    bm25.index.top(plan, bm25._norm, depth=63)
+    assert pruned == [10]  # 4,000 < 64 x 63
+
+
+def test_pruning_by_hand_reads_only_the_rare_terms_documents(always_prune):
     """"rare common" at depth 1 over ten documents that all hold "common", one of them "rare" too.
 
     idf(rare) = ln(1 + 9.5 / 1.5) = 1.99, idf(common) = ln(1 + 0.5 / 10.5) = 0.0465: once "rare" is
@@ -228,7 +256,7 @@ def _tied_texts(n: int) -> dict[str, Doc]:
     return {f"d{i:04d}": Doc(f"d{i:04d}", "", rng.choice(made)) for i in range(n)}
 
 
-def test_pruned_search_equals_the_exhaustive_sum_bit_for_bit_at_every_depth():
+def test_pruned_search_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(always_prune):
     """Against :meth:`BM25Index.scores` cut by ``top_k``: the same documents, order and float bits, ties at the cut
     included, for queries of 1 to 8 terms (repeats too) and depths from 1 to past the collection; and pruning
     happened (fewer candidates than documents scored) for most of them."""
@@ -274,7 +302,7 @@ def test_workers_split_the_queries_and_give_the_same_run_bytes(monkeypatch):
 
 
 @pytest.mark.scifact
-def test_scifact_pruned_run_is_the_exhaustive_run(scifact_dir):
+def test_scifact_pruned_run_is_the_exhaustive_run(scifact_dir, always_prune):
     """Every SciFact query (1,109) at depths 10 and 1,000: the pruned search gives the exhaustive sum's run."""
     from retrieval_lab.core.params import Params
     from retrieval_lab.retrievers.base import top_k
@@ -290,7 +318,7 @@ def test_scifact_pruned_run_is_the_exhaustive_run(scifact_dir):
         assert format_run(bm25.search(queries, depth), "bm25") == format_run(expected, "bm25")
 
 
-def test_threads_searching_one_retriever_get_the_sequential_run():
+def test_threads_searching_one_retriever_get_the_sequential_run(always_prune):
     """Each thread has its own scratch arrays: shared ones would mix two queries' sums."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -303,7 +331,7 @@ def test_threads_searching_one_retriever_get_the_sequential_run():
     assert got == expected * 3
 
 
-def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(monkeypatch):
+def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(always_prune, monkeypatch):
     import retrieval_lab.retrievers.bm25 as bm25_module
 
     corpus = _tied_texts(300)
