@@ -203,7 +203,12 @@ class BM25Index:
         return IndexStats(len(self.doc_ids), int(self.lengths.sum(dtype=np.int64)))
 
     def df(self, term: int) -> int:
-        return int(self.indptr[term + 1] - self.indptr[term])
+        a, b = self._span(term)
+        return b - a
+
+    def _span(self, term: int) -> tuple[int, int]:
+        """Where term t's postings lie in ``docs`` and ``tf``."""
+        return int(self.indptr[term]), int(self.indptr[term + 1])
 
     def norms(self, stats: IndexStats, params: BM25Params) -> np.ndarray:
         """[N] k1 * (1 - b + b * |d| / avgdl), with the collection's avgdl (this index's or the global one)."""
@@ -235,7 +240,7 @@ class BM25Index:
 
     def _postings(self, term: int, weight: float, repeats: int, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, impacts) of one query term: every document holding it."""
-        a, b = int(self.indptr[term]), int(self.indptr[term + 1])
+        a, b = self._span(term)
         rows = self.docs[a:b]
         return rows, _impacts(weight, repeats, self.tf[a:b], norm[rows])
 
@@ -299,9 +304,10 @@ class BM25Index:
                     hit = scratch.chosen[rows]
                     rows, impacts = rows[hit], impacts[hit]
                 else:  # a term left: its postings read at the candidates only
-                    a, b = int(self.indptr[term]), int(self.indptr[term + 1])
-                    hit = np.flatnonzero(scratch.chosen[self.docs[a:b]])
-                    rows = self.docs[a:b][hit]
+                    a, b = self._span(term)
+                    all_rows = self.docs[a:b]
+                    hit = np.flatnonzero(scratch.chosen[all_rows])
+                    rows = all_rows[hit]
                     impacts = _impacts(weight, repeats, self.tf[a:b][hit], norm[rows])
                 _accumulate(scratch.exact, rows, impacts)
             scratch.chosen[candidates] = False
