@@ -111,3 +111,36 @@ def test_page_command_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path,
     assert run_command("page", [str(run), str(bad), "--output", str(out)]) == 2
     assert "bad.trec:1 field 'score'" in capsys.readouterr().err
     assert not out.exists() and run.read_text() == "q1 Q0 d1 1 1.0 x\n"
+
+
+def test_page_with_qrels_and_dataset_shows_texts_grades_and_classes(tmp_path, capsys):
+    """The documented main mode (issue 51: it raised TypeError, 'Diagnosis' object is not subscriptable)."""
+    from beir_fixtures import write_beir
+
+    import retrieval_lab as rl
+
+    corpus = [{"_id": "d1", "title": "printer", "text": "printer jam fix"},
+              {"_id": "d2", "title": "wifi", "text": "wireless network drops"},
+              {"_id": "d3", "title": "mail", "text": "email quota full"}]
+    queries = [{"_id": "q1", "text": "printer jammed"}, {"_id": "q2", "text": "wifi drops"}]
+    data = write_beir(tmp_path / "col", corpus, queries, {"test": [("q1", "d1", 1), ("q2", "d2", 2)]})
+    base, head = tmp_path / "base.trec", tmp_path / "head.trec"
+    base.write_text("q1 Q0 d3 1 2.0 b\nq1 Q0 d1 2 1.0 b\nq2 Q0 d3 1 1.0 b\n")  # q2 never finds d2
+    head.write_text("q1 Q0 d1 1 2.0 h\nq2 Q0 d2 1 1.0 h\n")
+    out = tmp_path / "page.html"
+    argv = [str(base), str(head), "--output", str(out), "--qrels", str(data / "qrels" / "test.tsv"),
+            "--dataset", str(data), "-m", "RR@1", "--depth", "2"]
+    assert run_command("page", argv) == 0, capsys.readouterr().err
+    html = out.read_text(encoding="utf-8")
+    page = json.loads(html.split('id="page-data">', 1)[1].split("</script>", 1)[0])
+    assert page["queries"]["text"] == ["printer jammed", "wifi drops"]
+    assert "printer jam fix" in " ".join(page["docs"]["text"])
+    # the classes are the library's own diagnosis at diagnose k (10): q1 has its positive at rank 2 in
+    # base (in the top k), q2 none; head ranks both first
+    col = rl.load_beir(data)
+    found = rl.diagnose(col.qrels["test"], rl.read_run(base), col.queries, col.corpus, k=10)
+    assert [f.query for f in found.failures] == ["q2"]
+    assert page["classes"][0] == [IN_TOP_K, found.failures[0].cls]
+    assert page["classes"][1] == [IN_TOP_K, IN_TOP_K]
+    assert page["values"][0]["RR@1"] == [0.0, 0.0] and page["values"][1]["RR@1"] == [1.0, 1.0]
+    assert page["qrels"][1][0][1] == 2  # q2's grade

@@ -398,7 +398,7 @@ def runs_page(base_path: str | Path, head_path: str | Path, params: Params, qrel
             if data is not None:
                 found = diagnose(qrels, run, {q: data.queries[q].text for q in qrels if q in data.queries},
                                  doc_text, tokenizer.tokenize, k=params.evaluate.diagnose_k)
-                diagnosis = {q["query"]: q["class"] for q in found["queries"]}
+                diagnosis = {f.query: f.cls for f in found.failures}
         runs.append(RunData(name, run, values, diagnosis))
     if qrels is not None:
         ev = params.evaluate
