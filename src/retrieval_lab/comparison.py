@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -194,31 +194,47 @@ def values_of(entries: dict, measure: str, source: str) -> dict[str, float]:
     return values
 
 
+def _comparison_key(base: dict[str, float], cand: dict[str, float], queries: list[str]) -> tuple:
+    """What decides a comparison's outcome: the aligned values (bits and all) over its queries."""
+    return tuple((q, float(base[q]).hex(), float(cand[q]).hex()) for q in queries)
+
+
 def compare_family(items: list[tuple[dict[str, float], dict[str, float]]], family_level: float = 0.95,
                    permutations: int = 10000, seed: int = 0) -> list[ComparisonRow | None]:
     """Judge every (baseline values, candidate values) pair as one family of comparisons.
 
-    Each pair is compared over the queries both have; pairs that share none are None and
-    are not counted in the family.
+    Each pair is compared over the queries both have; pairs that share none are None and are not
+    counted in the family. Pairs with identical values on identical queries count once: they are the
+    same test on the same data (same signs, same seed), rejected together or not at all, so a second
+    copy adds no chance of a false finding and must not widen every interval (issue 51: declaring a
+    retriever and its HTTP copy halved the gate's power).
     """
     shared = [sorted(set(a) & set(b)) for a, b in items]
-    family = sum(bool(q) for q in shared)
+    keys = [_comparison_key(a, b, q) if q else None for (a, b), q in zip(items, shared)]
+    family = len({k for k in keys if k is not None})
     rows: list[ComparisonRow | None] = []
-    for (base, cand), queries in zip(items, shared):
-        if not queries:
+    done: dict[tuple, ComparisonRow] = {}
+    for (base, cand), queries, key in zip(items, shared, keys):
+        if key is None:
             rows.append(None)
             continue
-        a = np.array([base[q] for q in queries])  # (n,)
-        b = np.array([cand[q] for q in queries])  # (n,)
-        test = stats.paired_comparison(a, b, family, family_level, permutations, seed)
-        rows.append(ComparisonRow(test, float(a.mean()), float(b.mean()), len(set(base) ^ set(cand)),
-                                  *stats.win_tie_loss(a, b)))
+        if key not in done:
+            a = np.array([base[q] for q in queries])  # (n,)
+            b = np.array([cand[q] for q in queries])  # (n,)
+            test = stats.paired_comparison(a, b, family, family_level, permutations, seed)
+            done[key] = ComparisonRow(test, float(a.mean()), float(b.mean()), len(set(base) ^ set(cand)),
+                                      *stats.win_tie_loss(a, b))
+        rows.append(replace(done[key], queries_only_in_one=len(set(base) ^ set(cand))))
     return rows
 
 
 def family_of(rows: Iterable[ComparisonRow | None], family_level: float, permutations: int, seed: int) -> Family:
-    """The family header of rows judged together (the None ones are not counted)."""
-    return Family(sum(r is not None for r in rows), family_level, permutations, seed)
+    """The family header of rows judged together: its size is the one every row was judged in (the None
+    rows and the copies of a comparison not counted)."""
+    sizes = {r.test.family_size for r in rows if r is not None}
+    if len(sizes) > 1:
+        raise ValueError(f"rows judged in families of different sizes {sorted(sizes)}")
+    return Family(sizes.pop() if sizes else 0, family_level, permutations, seed)
 
 
 def _read_entries(path: Path) -> dict[str, dict]:

@@ -22,7 +22,7 @@ from retrieval_lab.reporting.gather import Gathered, ReportPaths, Retriever, cha
 from retrieval_lab.reporting.judge import decide, judge
 
 MEASURES = ["nDCG@10", "R@100", "RR@10"]
-TAMPERING = ["none", "reorder", "delete_losers", "delete_any", "rename", "pad", "nan", "stale_all", "stale_some",
+TAMPERING = ["none", "reorder", "delete_losers", "delete_losers_and_means", "delete_any", "rename", "pad", "nan", "stale_all", "stale_some",
              "stale_losers", "base_deleted"]
 
 
@@ -68,7 +68,7 @@ def _tamper(base: dict, head: dict, how: str, picked: list[str], rnd) -> tuple[d
         items = list(head.items())
         rnd.shuffle(items)
         head = dict(items)
-    elif how == "delete_losers":  # every query that lost vanishes from the head's file
+    elif how in ("delete_losers", "delete_losers_and_means"):  # every query that lost vanishes from the head
         for q in [q for q in head if base[q]["measures"][MEASURES[0]] - head[q]["measures"][MEASURES[0]] > 0.1]:
             del head[q]
     elif how == "delete_any":
@@ -106,13 +106,15 @@ def test_the_gate_never_passes_a_mean_that_fell_by_more_than_the_tolerance(tmp_p
     base, head, tolerance, how, picked, rnd = drawn
     paths = ReportPaths.defaults("toy")
     # the metrics files hold the true means: every one fell by more than the tolerance
-    diff = {paths.metrics_file("r"): {m: {"old": _mean(base, m), "new": _mean(head, m),
-                                          "diff": _mean(head, m) - _mean(base, m)} for m in MEASURES}}
-    assert all(v["diff"] < -tolerance for v in diff[paths.metrics_file("r")].values())
+    means = ({m: _mean(base, m) for m in MEASURES}, {m: _mean(head, m) for m in MEASURES})
+    assert all(means[1][m] - means[0][m] < -tolerance for m in MEASURES)
     shown_base, shown_head = _tamper(base, head, how, picked, rnd)
-    measures_changed, bookkeeping = changed_fields(diff)
-    g = Gathered("main", None, paths, diff, measures_changed, bookkeeping,
-                 [Retriever("r", ("main:r", "workspace:r"), shown_base, shown_head)])
+    if how == "delete_losers_and_means":  # the head's metrics file rewritten from the tampered per-query file
+        means = (means[0], {m: _mean(shown_head, m) for m in MEASURES})
+    metrics = {paths.metrics_file("r"): means}
+    measures_changed, bookkeeping = changed_fields(metrics)
+    g = Gathered("main", None, paths, metrics, measures_changed, bookkeeping,
+                 [Retriever("r", ("main:r", "workspace:r"), shown_base, shown_head, means=means)])
     try:
         code = decide(judge(g, PARAMS, tolerance, allow_query_change=allow))
     except InputError:
@@ -127,8 +129,9 @@ def test_allowed_query_change_compares_the_common_queries_and_counts_those_that_
     base = {f"q{i:02d}": {"measures": dict.fromkeys(MEASURES, 0.8)} for i in range(20)}
     head = {q: e for q, e in list(base.items())[:16]}
     paths = ReportPaths.defaults("toy")
-    diff = {paths.metrics_file("r"): {m: {"old": 0.8, "new": 0.8} for m in MEASURES}}
-    g = Gathered("main", None, paths, diff, [], [], [Retriever("r", ("b", "h"), base, head)])
+    means = (dict.fromkeys(MEASURES, 0.8), dict.fromkeys(MEASURES, 0.8))
+    g = Gathered("main", None, paths, {paths.metrics_file("r"): means}, [], [],
+                 [Retriever("r", ("b", "h"), base, head, means=means)])
     j = judge(g, PARAMS, 0.0)
     assert decide(j) == 3 and "4 at base only (vanished at head), 0 at head only, 16 in common" in j.blind[0][1]
     j = judge(g, PARAMS, 0.0, allow_query_change=True)

@@ -147,8 +147,10 @@ def test_gate_fails_on_a_planted_regression(repo, tmp_path, capsys):
     assert "1.0000 → 0.7000<br>**-0.3000**" in row  # nDCG@10 base 1, head 28/40
     assert "1.0000 → 1.0000<br>+0.0000 [+0.0000, +0.0000]" in row  # R@100: still found at rank 15
     assert row.endswith("| worse on nDCG@10, RR@10 |")
-    # three comparisons (one changed retriever x three key measures): 98.33% each
-    assert "95% simultaneous intervals across the 3 comparisons in this table (Bonferroni: 98.33% each)" in report
+    # one changed retriever x three key measures, but nDCG@10 and RR@10 have the same per-query values (1 -> 0
+    # on the same 12 queries): the same test, counted once, so two comparisons at 97.5% each
+    assert ("95% simultaneous intervals across the 2 distinct comparisons of the gate's family, the changed gated "
+            "retrievers times the gated measures (Bonferroni: 97.50% each)") in report
     out = capsys.readouterr().out
     assert "REGRESSION: bm25 nDCG@10 -0.3000" in out
     # what broke: the 12 losers by the head run's diagnosis; queries 0, 3, 6, ... 33: even ones share
@@ -191,12 +193,11 @@ def test_fields_that_are_measures_and_fields_that_are_bookkeeping():
     assert all(is_measure_field(f) for f in ("nDCG@10", "val.R@100", "train.loss", "RR", "AP"))
     assert not any(is_measure_field(f) for f in ("depth", "not_found_rank", "run_queries_not_in_qrels",
                                                  "queries_evaluated", "train.lr", "step", "judged_warning"))
-    diff = {"metrics/s/bm25.json": {"nDCG@10": {"old": 0.5, "new": 0.6, "diff": 0.1},
-                                    "R@100": {"old": 0.9, "new": 0.9, "diff": 0.0},
-                                    "depth": {"old": 100, "new": 120, "diff": 20}},
-            "metrics/s/compare.json": {"pairs.a vs b.ci_low": {"old": 0.1, "new": 0.2, "diff": 0.1}}}
-    measures, bookkeeping = changed_fields(diff)
-    assert measures == [("metrics/s/bm25.json", "nDCG@10", 0.5, 0.6, 0.1)]
+    metrics = {"metrics/s/bm25.json": ({"nDCG@10": 0.5, "R@100": 0.9, "depth": 100},
+                                       {"nDCG@10": 0.6, "R@100": 0.9, "depth": 120}),
+               "metrics/s/compare.json": ({"pairs.a vs b.ci_low": 0.1}, {"pairs.a vs b.ci_low": 0.2})}
+    measures, bookkeeping = changed_fields(metrics)
+    assert measures == [("metrics/s/bm25.json", "nDCG@10", 0.5, 0.6, 0.6 - 0.5)]
     assert bookkeeping == [("metrics/s/bm25.json", "depth", 100, 120, 20)]
 
 
@@ -286,9 +287,10 @@ def test_unjudged_covers_an_empty_report_and_retrievers_on_one_side():
 
     assert unjudged([], ["nDCG@10"], [], "toy") == [
         ("(all)", "no per-query results found under reports/toy/ at either revision")]
-    q = {"q1": {"measures": {"nDCG@10": 1.0}}}
-    found = [Retriever("new", ("b", "h"), None, q), Retriever("gone", ("b", "h"), q, None),
-             Retriever("same", ("b", "h"), q, q), Retriever("nowhere", ("b", "h"), None, None)]
+    q, means = {"q1": {"measures": {"nDCG@10": 1.0}}}, {"nDCG@10": 1.0}
+    found = [Retriever("new", ("b", "h"), None, q, means=(None, means)),
+             Retriever("gone", ("b", "h"), q, None, means=(means, None)),
+             Retriever("same", ("b", "h"), q, q, means=(means, means)), Retriever("nowhere", ("b", "h"), None, None)]
     assert unjudged(found, ["nDCG@10"], [], "toy") == [
         ("new", "per-query results missing at base"), ("gone", "per-query results missing at head"),
         ("nowhere", "per-query results missing at both revisions")]
@@ -305,7 +307,7 @@ def test_a_measure_with_too_few_queries_for_a_bounded_interval_cannot_be_judged(
         base = {f"q{i}": {"measures": {"nDCG@10": 1.0}} for i in range(n)}
         head = {f"q{i}": {"measures": {"nDCG@10": 0.0}} for i in range(n)}
         (row,) = compare_family([({q: 1.0 for q in base}, {q: 0.0 for q in head})], 0.95, 2000, 1)
-        return Retriever(name, ("b", "h"), base, head, {"nDCG@10": row})
+        return Retriever(name, ("b", "h"), base, head, {"nDCG@10": row}, ({"nDCG@10": 1.0}, {"nDCG@10": 0.0}))
 
     few, many = retriever("few", 3), retriever("many", 40)
     assert few.stats["nDCG@10"].test.high == float("inf") and many.stats["nDCG@10"].test.high < 0
@@ -413,3 +415,53 @@ def test_queries_that_vanish_at_head_cannot_be_judged(repo, tmp_path, capsys):
                         "cannot say whether that is a loss.")
     assert "Judged queries changed for bm25 (allowed by --allow-query-change): 12 vanished at head, 0 new; " \
            "compared on the 28 in common." in lines
+
+
+def test_a_metrics_root_spelt_otherwise_never_opens_the_gate(repo, tmp_path):
+    # issue 52: with a stale per_query.json at head the gate rightly exits 3, but --metrics-root metric/toy (no
+    # such folder), a link to metrics/toy, or METRICS/toy matched no key of `dvc metrics diff` and exited 0
+    copy = _workspace_copy(repo, tmp_path, "regressed")
+    per_query = copy / "reports" / "toy" / "bm25" / "per_query.json"
+    per_query.unlink()  # a DVC link into the cache: replaced, never written through
+    per_query.write_text(_read_at_main(copy, "reports/toy/bm25/per_query.json"))
+    (copy / "mlink").symlink_to("metrics/toy", target_is_directory=True)
+    stale = "**Cannot judge**: bm25: per-query results identical but metrics/toy/bm25.json changed"
+    for spelling, first in (("metrics/toy", stale), ("mlink", stale), ("./mlink/", stale),
+                            ("metric/toy", "**Cannot judge**: (all): --metrics-root metric/toy matches no metrics "
+                                           "file (<retriever>.json) at main"),
+                            ("METRICS/toy", "**Cannot judge**: (all): --metrics-root METRICS/toy matches no metrics "
+                                            "file (<retriever>.json) at main")):
+        code, lines = _report_workspace(copy, tmp_path / "pr", "--metrics-root", spelling)
+        assert code == 3, spelling
+        assert lines[0].startswith(first), (spelling, lines[0])
+
+
+def test_a_reports_root_that_matches_nothing_is_a_blind_gate(repo, tmp_path):
+    copy = _workspace_copy(repo, tmp_path, "regressed")
+    code, lines = _report_workspace(copy, tmp_path / "pr", "--reports-root", "report/toy")
+    assert code == 3 and lines[0].startswith("**Cannot judge**: (all): --reports-root report/toy matches no per-query "
+                                             "results (<retriever>/per_query.json) at main; (all): --reports-root "
+                                             "report/toy matches no per-query results (<retriever>/per_query.json) "
+                                             "at workspace")
+
+
+def test_losers_that_vanish_with_their_metrics_rewritten_cannot_pass_an_allowed_query_change(repo, tmp_path):
+    # issue 52: --allow-query-change with exactly the 12 losing queries removed from head's per-query file (and
+    # its metrics file made from what is left, so every mean check agrees) exited 0, printing "12 vanished"
+    import json
+
+    copy = _workspace_copy(repo, tmp_path, "regressed")
+    per_query = copy / "reports" / "toy" / "bm25" / "per_query.json"
+    data = json.loads(per_query.read_text())
+    data["queries"] = {q: e for q, e in data["queries"].items() if int(q[1:]) not in REGRESSED}
+    per_query.unlink()
+    per_query.write_text(json.dumps(data))
+    metrics = copy / "metrics" / "toy" / "bm25.json"
+    means = json.loads(metrics.read_text())
+    for m in PARAMS["evaluate"]["measures"]:
+        means[m] = sum(e["measures"][m] for e in data["queries"].values()) / len(data["queries"])
+    metrics.write_text(json.dumps(means))
+    code, lines = _report_workspace(copy, tmp_path / "pr", "--allow-query-change")
+    assert code == 3
+    assert lines[0].startswith("**Cannot judge**: bm25: 12 judged queries vanished at head (e.g. q00); scored 0 "
+                               "there, the change would regress (nDCG@10 -0.3000 [")

@@ -274,6 +274,17 @@ class CompareParams(Section):
     key_measures: list[str] = param(rule=each(MEASURE_NAME), factory=lambda: ["R@100", "RR@10"])  # beside measure
 
 
+@dataclass(frozen=True)
+class GateParams(Section):
+    """``retrieval-lab report --fail-on-regression``: the family of comparisons the gate decides on is the
+    gated retrievers x the gated measures, declared here, so that adding a retriever (or a copy of one)
+    never widens the gated ones' intervals by accident (docs/review-gate.md)."""
+    # run names gated (each must have results at both revisions); null: every retriever either revision has.
+    # The others are reported in a family of their own, never gated
+    retrievers: list[str] | None = param(None, each(RUN_NAME))
+    measures: list[str] | None = param(None, each(MEASURE_NAME))  # null: compare.measure and compare.key_measures
+
+
 _CALLABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -331,6 +342,7 @@ class Params(Section):
     train: TrainParams = param(factory=TrainParams)
     evaluate: EvaluateParams = param(factory=EvaluateParams)
     compare: CompareParams = param(factory=CompareParams)
+    gate: GateParams = param(factory=GateParams)
     # your own retrievers: run name -> how to call it (none by default; docs/own-retriever.md)
     external: dict[str, ExternalRetriever] = param(factory=dict)
 

@@ -8,14 +8,16 @@ gate cannot see (``unjudged``) makes it fail closed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .. import stats
 from ..comparison import ComparisonRow, Family, compare_family, family_of, strata_flags, strata_groups
 from ..core.errors import InputError
 from ..core.params import Params
 from ..diagnosis import CLASSES
 from ..exit_codes import CANNOT_JUDGE, REGRESSION
 from ..metrics import parse_measure
+from ..report_files import PER_QUERY
 from .gather import Gathered, ReportPaths, Retriever
 
 STILL_IN_TOP = "in_top_k"  # a loser the head run still ranks a positive for within diagnose k
@@ -27,11 +29,19 @@ Judged = tuple[str, str, ComparisonRow]  # (retriever, measure or stratum, row)
 
 
 def key_measures(params: Params) -> list[str]:
-    """``compare.measure`` then ``compare.key_measures``, each checked, without repeats."""
-    names = list(dict.fromkeys([params.compare.measure] + params.compare.key_measures))
+    """The measures the report shows and gates: ``gate.measures``, or ``compare.measure`` then
+    ``compare.key_measures``, each checked, without repeats."""
+    names = list(dict.fromkeys(params.gate.measures or [params.compare.measure] + params.compare.key_measures))
+    if not names:
+        raise InputError("no measure to gate on", field="gate.measures")
     for name in names:
         parse_measure(name)
     return names
+
+
+def gated(params: Params, name: str) -> bool:
+    """Whether ``gate.retrievers`` (None: every retriever) gates the retriever ``name``."""
+    return params.gate.retrievers is None or name in params.gate.retrievers
 
 
 def check_tolerance(tolerance: float) -> None:
@@ -56,13 +66,17 @@ def _query_change(r: Retriever) -> tuple[int, int, int] | None:
     return len(base - head), len(head - base), len(base & head)
 
 
-def _inconsistent(r: Retriever, key_measures: list[str], diff: dict, paths: ReportPaths) -> list[str]:
-    """Why the per-query values cannot be what the gated means were computed from: a value not finite, or
-    a metrics file's mean that is not their mean (a partial, renamed or stale per_query.json)."""
-    fields = diff.get(paths.metrics_file(r.name), {})
+def _inconsistent(r: Retriever, key_measures: list[str], paths: ReportPaths) -> list[str]:
+    """Why the per-query values cannot be what the gated means were computed from: a value not finite, a
+    metrics file missing beside them, or a mean that is not their mean (a partial, renamed or stale
+    per_query.json)."""
     out = []
-    for which, entries in (("base", r.base), ("head", r.head)):
+    for which, entries, fields in (("base", r.base, r.means[0]), ("head", r.head, r.means[1])):
         if entries is None:
+            continue
+        if fields is None:
+            out.append(f"no {paths.metrics_file(r.name)} at {which} to hold its per-query values to (is "
+                       "--metrics-root the folder evaluate wrote?)")
             continue
         for m in key_measures:
             values = r.values(m, which)
@@ -70,9 +84,12 @@ def _inconsistent(r: Retriever, key_measures: list[str], diff: dict, paths: Repo
             if bad:
                 out.append(f"{m} at {which} is not a finite number for {len(bad)} queries (e.g. {bad[0]})")
                 continue
-            mean = fields.get(m, {}).get("old" if which == "base" else "new")
-            if not isinstance(mean, (int, float)) or isinstance(mean, bool) or not values:
-                continue  # no metrics file at that revision: nothing to hold the per-query values to
+            mean = fields.get(m)
+            if not values:
+                continue
+            if not isinstance(mean, (int, float)) or isinstance(mean, bool):
+                out.append(f"{paths.metrics_file(r.name)} at {which} has no {m} to hold its per-query values to")
+                continue
             own = math.fsum(values.values()) / len(values)
             if not (math.isfinite(mean) and abs(own - mean) <= MEAN_TOLERANCE):
                 out.append(f"{m} at {which}: the per-query values average {own:.4f} over {len(values)} queries "
@@ -86,24 +103,44 @@ def _fell(v: dict, tolerance: float) -> bool:
     return numbers and not (new - old >= -tolerance)  # NaN on either side counts as fallen
 
 
-def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: list[tuple],
-             dataset: str, paths: ReportPaths | None = None, diff: dict | None = None,
-             allow_query_change: bool = False, tolerance: float = 0.0) -> list[tuple[str, str]]:
-    """(retriever, why) for every retriever the gate cannot judge: it must fail closed on them.
+def _roots_blind(found_roots: dict[str, tuple[int, int]], paths: ReportPaths, revisions: tuple[str, str]
+                 ) -> list[tuple[str, str]]:
+    """A root that matches nothing at a revision: the reports root no per-query results, or the metrics
+    root no metrics file where per-query results were found (the checks that hold per-query values to
+    their means would compare nothing)."""
+    reports = found_roots.get("--reports-root", (1, 1))
+    metrics = found_roots.get("--metrics-root", (1, 1))
+    out = [("(all)", f"--reports-root {paths.reports} matches no per-query results (<retriever>/{PER_QUERY}) at {rev}")
+           for rev, n_reports in zip(revisions, reports) if not n_reports]
+    return out + [("(all)", (f"--metrics-root {paths.metrics} matches no metrics file (<retriever>.json) at {rev}, "
+                             f"while {paths.reports} holds per-query results there: nothing to hold them to"))
+                  for rev, n_reports, n_metrics in zip(revisions, reports, metrics) if n_reports and not n_metrics]
 
-    Per-query results missing at either revision; identical per-query results while the
-    retriever's metrics file changed (stale or unpulled per-query files); a key measure
-    with no query in common, or too few for its interval's upper end to be finite (no loss could then
-    be told from noise). No retriever at all is also a blind gate. ``paths``: where the
-    files are (default: dvc.yaml's folders for ``dataset``). With ``diff`` (``dvc metrics diff --all``),
-    per-query values that are not finite or do not average to their metrics file's mean. Judged queries
-    that differ between the revisions, unless ``allow_query_change`` (then the common ones are compared,
-    and a gated mean of the metrics file that fell by more than ``tolerance`` still cannot be judged).
+
+def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: list[tuple],
+             dataset: str, paths: ReportPaths | None = None, allow_query_change: bool = False,
+             tolerance: float = 0.0, found_roots: dict[str, tuple[int, int]] | None = None,
+             declared: list[str] | None = None, revisions: tuple[str, str] = ("base", "head")
+             ) -> list[tuple[str, str]]:
+    """(retriever, why) for every gated retriever the gate cannot judge: it must fail closed on them.
+
+    ``found``: the gated retrievers. Per-query results missing at either revision, or their metrics file
+    missing beside them; identical per-query results while the retriever's metrics file changed (stale
+    or unpulled per-query files); per-query values that are not finite or do not average to their
+    metrics file's mean; a key measure with no query in common, or too few for its interval's upper end
+    to be finite (no loss could then be told from noise). No retriever at all, a root that matches
+    nothing at a revision (``found_roots``: root option -> files found at base, head) and a ``declared``
+    retriever (``gate.retrievers``) that has no results are blind gates too. Judged queries that differ
+    between the revisions, unless ``allow_query_change`` (then the common ones are compared, and a gated
+    mean of the metrics file that fell by more than ``tolerance`` still cannot be judged).
     """
     paths = paths or ReportPaths.defaults(dataset)
+    out = _roots_blind(found_roots or {}, paths, revisions)
+    names = {r.name for r in found}
+    out += [(name, (f"named in gate.retrievers but has no per-query results under {paths.reports}/ at either "
+                   "revision")) for name in declared or [] if name not in names]
     if not found:
-        return [("(all)", f"no per-query results found under {paths.reports}/ at either revision")]
-    out = []
+        return out or [("(all)", f"no per-query results found under {paths.reports}/ at either revision")]
     for r in found:
         if r.base is None and r.head is None:
             out.append((r.name, "per-query results missing at both revisions"))
@@ -123,14 +160,15 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
                                     f"{new} at head only, {common} in common; --allow-query-change compares "
                                     "the common ones")))
             elif change:  # allowed: the common queries are compared, but a gated mean that fell stays unexplained
-                fields = (diff or {}).get(paths.metrics_file(r.name), {})
-                fell = [f"{m} {number_text(v['old'])} → {number_text(v['new'])}" for m in key_measures
-                        if isinstance(v := fields.get(m, {}), dict) and _fell(v, tolerance)]
+                fields = {"old": (r.means[0] or {}), "new": (r.means[1] or {})}
+                fell = [f"{m} {number_text(fields['old'][m])} → {number_text(fields['new'][m])}" for m in key_measures
+                        if m in fields["old"] and m in fields["new"]
+                        and _fell({"old": fields["old"][m], "new": fields["new"][m]}, tolerance)]
                 if fell:
                     out.append((r.name, (f"the judged queries changed and {paths.metrics_file(r.name)} fell by more "
                                         f"than the tolerance ({', '.join(fell)}): the common queries cannot say "
                                         "whether that is a loss")))
-            why = _inconsistent(r, key_measures, diff or {}, paths)
+            why = _inconsistent(r, key_measures, paths)
             if why and r.name not in {name for name, _ in out}:  # one reason is enough; the first is the clearest
                 out.append((r.name, "; ".join(why)))
         if r.status == "changed":
@@ -144,6 +182,28 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
                        "a loss on every query could be told from noise")
                 out.append((r.name, why))
     return out
+
+
+def vanished_bound(r: Retriever, measures: list[str], family: Family, tolerance: float) -> str | None:
+    """Why queries that vanished at head could hide a loss, or None: each vanished query is scored 0 at
+    head (the least any measure gives) and the gated measures compared again on every base query, in the
+    gate's own family. If that worst case crosses the gate, the common queries alone cannot pass it."""
+    vanished = sorted(set(r.base) - set(r.head)) if r.base is not None and r.head is not None else []
+    if not vanished or family.size == 0:
+        return None
+    crossed = []
+    for m in measures:
+        base, head = r.values(m, "base"), r.values(m, "head")
+        queries = sorted(base)
+        worst = [head.get(q, 0.0) for q in queries]
+        test = stats.paired_comparison([base[q] for q in queries], worst, family.size, family.family_level,
+                                       family.permutations, family.seed)
+        if test.high < -tolerance:
+            crossed.append(f"{m} {test.mean_difference:+.4f} [{test.low:+.4f}, {test.high:+.4f}]")
+    if not crossed:
+        return None
+    return (f"{len(vanished)} judged queries vanished at head (e.g. {vanished[0]}); scored 0 there, the change "
+            f"would regress ({'; '.join(crossed)}): the queries in common cannot show it is not a loss")
 
 
 def _first_rank(entries: dict, qid: str) -> str:
@@ -198,8 +258,8 @@ class Judgement:
     measure: str  # the measure losses and strata are shown on
     key_measures: list[str]
     tolerance: float
-    family: Family  # every (changed retriever, key measure) comparison
-    judged: list[Judged]  # (retriever, measure, row) in table order
+    family: Family  # the gate's family: every (changed gated retriever, key measure), copies counted once
+    judged: list[Judged]  # (retriever, measure, row) in table order: the gated retrievers
     regressions: list[Judged]
     worse: list[Judged]  # below 0 but within the tolerance
     better: list[Judged]
@@ -208,30 +268,53 @@ class Judgement:
     strata: list[Judged]
     strata_family: Family | None
     losses: dict[str, dict[str, list[dict]]]  # retriever -> class -> queries that lost
+    gated: tuple[str, ...] = ()  # the changed retrievers the gate decides on
+    reported: list[Judged] = field(default_factory=list)  # the other changed retrievers: shown, not gated
+    reported_family: Family | None = None
 
 
 def judge(g: Gathered, params: Params, tolerance: float, allow_query_change: bool = False) -> Judgement:
-    """Compare every changed retriever's key measures as one family and decide the gate."""
+    """Compare the changed gated retrievers' key measures as one family and decide the gate.
+
+    The gate's family is declared: the retrievers ``gate.retrievers`` names (default: every one) that
+    changed, times the gated measures; comparisons of identical values count once (a retriever and its
+    copy are one test). The other changed retrievers are compared in a family of their own, shown and
+    never gated, so adding or removing them cannot move a gated interval."""
     ev, measure, measures = params.evaluate, params.compare.measure, key_measures(params)
     changed = g.changed
-    items = [(r, m) for r in changed for m in measures]
-    rows = compare_family([(r.values(m, "base"), r.values(m, "head")) for r, m in items],
-                          ev.ci_level, ev.permutations, ev.seed)
-    for (r, m), row in zip(items, rows):
-        if row is not None:
-            r.stats[m] = row
-    judged = [(r.name, m, row) for r in changed for m, row in r.stats.items()]
+    gated_changed = [r for r in changed if gated(params, r.name)]
+    others = [r for r in changed if not gated(params, r.name)]
+    families = []
+    for group in (gated_changed, others):
+        items = [(r, m) for r in group for m in measures]
+        rows = compare_family([(r.values(m, "base"), r.values(m, "head")) for r, m in items],
+                              ev.ci_level, ev.permutations, ev.seed)
+        for (r, m), row in zip(items, rows):
+            if row is not None:
+                r.stats[m] = row
+        families.append(family_of(rows, ev.ci_level, ev.permutations, ev.seed))
+    judged = [(r.name, m, row) for r in gated_changed for m, row in r.stats.items()]
+    reported = [(r.name, m, row) for r in others for m, row in r.stats.items()]
     regressions = [x for x in judged if x[2].test.high < -tolerance]
     strata, strata_family = strata_comparisons(changed, measure, ev.ci_level, ev.permutations, ev.seed)
+    gated_found = [r for r in g.retrievers if gated(params, r.name)]
+    blind = unjudged(gated_found, measures, g.measures_changed, params.dataset, g.paths, allow_query_change,
+                     tolerance, g.found, params.gate.retrievers, (g.base, g.head_name))
+    if allow_query_change:
+        for r in gated_changed:
+            why = vanished_bound(r, measures, families[0], tolerance)
+            if why and r.name not in {name for name, _ in blind}:
+                blind.append((r.name, why))
     return Judgement(
-        measure, measures, tolerance, family_of(rows, ev.ci_level, ev.permutations, ev.seed), judged, regressions,
+        measure, measures, tolerance, families[0], judged, regressions,
         worse=[x for x in judged if x[2].test.high < 0 and x not in regressions],
         better=[x for x in judged if x[2].test.low > 0],
-        blind=unjudged(g.retrievers, measures, g.measures_changed, params.dataset, g.paths, g.diff,
-                       allow_query_change, tolerance),
+        blind=blind,
         query_changes=[(r.name, *c) for r in g.retrievers if (c := _query_change(r))] if allow_query_change else [],
         strata=strata, strata_family=strata_family,
-        losses={r.name: losses_by_class(r, measure, g.diagnoses.get(r.name)) for r in changed})
+        losses={r.name: losses_by_class(r, measure, g.diagnoses.get(r.name)) for r in changed},
+        gated=tuple(r.name for r in gated_changed), reported=reported,
+        reported_family=families[1] if others else None)
 
 
 def decide(j: Judgement) -> int:

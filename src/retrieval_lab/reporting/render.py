@@ -123,7 +123,8 @@ def _short_verdict(stats: dict[str, ComparisonRow]) -> str:
     return "; ".join(parts) or "no significant difference"
 
 
-def retriever_table(changed: list[Retriever], key_measures: list[str], family: Family) -> list[str]:
+def retriever_table(changed: list[Retriever], key_measures: list[str], family: Family,
+                    what: str = "comparisons in this table") -> list[str]:
     """One row per changed retriever: each key measure base → head, difference, interval, MDE."""
     lines = [f"| retriever | queries | {' | '.join(key_measures)} | verdict |",
              "|---|---:|" + "---|" * len(key_measures) + "---|"]
@@ -132,7 +133,7 @@ def retriever_table(changed: list[Retriever], key_measures: list[str], family: F
         queries = max((row.test.queries for row in r.stats.values()), default=0)
         lines.append(f"| {r.name} | {queries} | {' | '.join(cells)} | {_short_verdict(r.stats)} |")
     return lines + ["", "Each cell: base → head, difference head - base with its interval, minimum detectable "
-                        "effect. " + rule_sentence(family, "comparisons in this table"), ""]
+                        "effect. " + rule_sentence(family, what), ""]
 
 
 def comparisons_table(judged: list[Judged]) -> list[str]:
@@ -197,8 +198,8 @@ def _diff_table(rows: list[tuple]) -> list[str]:
 
 
 def metrics_diff_section(g: Gathered) -> list[str]:
-    lines = ["", (f"<details><summary><code>dvc metrics diff</code>: {len(g.measures_changed)} measure values "
-                  "changed</summary>"), ""]
+    lines = ["", (f"<details><summary>Metrics diff: {len(g.measures_changed)} measure values changed in the "
+                  f"metrics files read ({g.paths.metrics}/<retriever>.json, training metrics)</summary>"), ""]
     lines += _diff_table(g.measures_changed) if g.measures_changed else ["No measure changed."]
     if g.bookkeeping:
         lines += ["", "Bookkeeping fields that changed (counts and settings, not measures):", ""]
@@ -220,8 +221,15 @@ def markdown(g: Gathered, j: Judgement, dataset: str, pngs: list[str], top: int,
     if j.regressions and j.blind:
         lines.append(cannot_judge_line(j.blind))
     lines += ["", f"# Retrieval report: `{g.head_name}` against `{g.base}` ({dataset})", ""]
-    if changed:
-        lines += retriever_table(changed, j.key_measures, j.family)
+    gated = [r for r in changed if r.name in j.gated]
+    if gated:
+        lines += retriever_table(gated, j.key_measures, j.family, "distinct comparisons of the gate's family, the "
+                                 "changed gated retrievers times the gated measures")
+    others = [r for r in changed if r.name not in j.gated]
+    if others:
+        lines += ["## Reported, not gated (not in gate.retrievers)", ""]
+        lines += retriever_table(others, j.key_measures, j.reported_family, "comparisons of retrievers the gate "
+                                 "does not decide on (a family of their own)")
     unchanged = [r.name for r in found if r.status == "unchanged"]
     if unchanged:
         lines.append(f"Unchanged (identical per-query results): {', '.join(unchanged)}.")
@@ -268,7 +276,7 @@ def gate_of(g: Gathered, j: Judgement) -> Gate:
     return Gate(decision, tuple(reasons))
 
 
-def report_page(g: Gathered, j: Judgement, params: Params) -> Page:
+def report_page(g: Gathered, j: Judgement, params: Params, title: str | None = None) -> Page:
     """Each changed retriever at base against itself at head: the gate, the key measures' and the strata's
     comparisons, and query by query the values, the head's failure classes and, where both revisions'
     run files can be read, the rankings."""
@@ -276,14 +284,21 @@ def report_page(g: Gathered, j: Judgement, params: Params) -> Page:
             for n, m, row in j.judged]
     rows += [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", s, j.measure, row, "head", "base")
              for n, s, row in j.strata]
+    rows += [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", "all", m, row, "head", "base")
+             for n, m, row in j.reported]
     notes = [n.strip() for n in rough_tail_note([row for *_, row in j.judged], j.family)]
+    if j.reported:
+        notes.append(f"Not gated (not in gate.retrievers): {', '.join(dict.fromkeys(n for n, *_ in j.reported))}; "
+                     + rule_sentence(j.reported_family, "comparisons of retrievers the gate does not decide on"))
     if j.strata_family is not None:
         notes.append("Seen/unseen rows (shown, not gated): " + rule_sentence(j.strata_family, "stratum comparisons"))
     missing = [r.name for r in g.changed if None in g.rankings.get(r.name, (None, None))]
     if missing:
-        notes.append(f"No run file at one of the revisions for {', '.join(missing)}: values without rankings.")
+        where = (f"no {g.paths.runs}/<retriever>.trec" if g.paths.runs else "no --runs-root given")
+        notes.append(f"No run file at one of the revisions for {', '.join(missing)} ({where}): values without "
+                     "rankings.")
     summary = Summary(f"{g.head_name} against {g.base}: the key measures of every changed retriever",
-                      tuple(rows), rule_sentence(j.family, "comparisons"), tuple(notes), gate_of(g, j))
+                      tuple(rows), rule_sentence(j.family, "gated comparisons"), tuple(notes), gate_of(g, j))
     runs, pairs, strata = [], [], None
     for r in g.changed:
         base_run, head_run = g.rankings.get(r.name, (None, None))
@@ -296,7 +311,8 @@ def report_page(g: Gathered, j: Judgement, params: Params) -> Page:
         strata = strata or strata_flags(r.head)
     data, fields = g.dataset, params.retrieve.fields
     tokenizer = Tokenizer(params.tokenizer) if data is not None else None
-    return build_page(f"Retrieval report: {g.head_name} against {g.base} ({params.dataset})", summary, runs, pairs,
+    return build_page(f"Retrieval report: {g.head_name} against {g.base} ({title or params.dataset})", summary,
+                      runs, pairs,
                       {q: x.text for q, x in data.queries.items()} if data else None, g.qrels,
                       (lambda d: data.corpus[d].content(fields) if d in data.corpus else "") if data else None,
                       strata, tokenizer, judged_k=params.evaluate.diagnose_k,
