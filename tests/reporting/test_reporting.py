@@ -427,10 +427,10 @@ def test_a_metrics_root_spelt_otherwise_never_opens_the_gate(repo, tmp_path):
     (copy / "mlink").symlink_to("metrics/toy", target_is_directory=True)
     stale = "**Cannot judge**: bm25: per-query results identical but metrics/toy/bm25.json changed"
     for spelling, first in (("metrics/toy", stale), ("mlink", stale), ("./mlink/", stale),
-                            ("metric/toy", "**Cannot judge**: (all): --metrics-root metric/toy matches no metrics "
-                                           "file (<retriever>.json) at main"),
-                            ("METRICS/toy", "**Cannot judge**: (all): --metrics-root METRICS/toy matches no metrics "
-                                            "file (<retriever>.json) at main")):
+                            ("metric/toy", ("**Cannot judge**: (all): --metrics-root metric/toy matches no metrics "
+                                           "file (<retriever>.json) at main")),
+                            ("METRICS/toy", ("**Cannot judge**: (all): --metrics-root METRICS/toy matches no metrics "
+                                            "file (<retriever>.json) at main"))):
         code, lines = _report_workspace(copy, tmp_path / "pr", "--metrics-root", spelling)
         assert code == 3, spelling
         assert lines[0].startswith(first), (spelling, lines[0])
