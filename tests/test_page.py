@@ -144,3 +144,28 @@ def test_page_with_qrels_and_dataset_shows_texts_grades_and_classes(tmp_path, ca
     assert page["classes"][1] == [IN_TOP_K, IN_TOP_K]
     assert page["values"][0]["RR@1"] == [0.0, 0.0] and page["values"][1]["RR@1"] == [1.0, 1.0]
     assert page["qrels"][1][0][1] == 2  # q2's grade
+
+
+def test_the_page_says_which_family_its_intervals_belong_to(tmp_path, capsys):
+    # issue 51: the page's default family (three measures) gave other intervals than compare-runs without saying so
+    from beir_fixtures import write_beir
+
+    data = write_beir(tmp_path / "col", [{"_id": f"d{i}", "title": "", "text": f"w{i}"} for i in range(4)],
+                      [{"_id": f"q{i}", "text": f"w{i}"} for i in range(4)],
+                      {"test": [(f"q{i}", f"d{i}", 1) for i in range(4)]})
+    base, head = tmp_path / "base.trec", tmp_path / "head.trec"
+    base.write_text("".join(f"q{i} Q0 d{(i + 1) % 4} 1 2 b\nq{i} Q0 d{i} 2 1 b\n" for i in range(4)))
+    head.write_text("".join(f"q{i} Q0 d{i} 1 2 h\n" for i in range(4)))
+    out = tmp_path / "page.html"
+    qrels = str(data / "qrels" / "test.tsv")
+    assert run_command("page", [str(base), str(head), "--output", str(out), "--qrels", qrels]) == 0
+    page = json.loads(out.read_text(encoding="utf-8").split('id="page-data">', 1)[1].split("</script>", 1)[0])
+    assert ("The intervals are simultaneous across these 3 measures: `compare-runs` with the same measures "
+            "(-m nDCG@10 -m R@100 -m RR@10) gives the same intervals") in " ".join(page["summary"]["notes"])
+    capsys.readouterr()
+    assert run_command("compare-runs", [qrels, str(base), str(head), "-m", "nDCG@10", "-m", "R@100", "-m", "RR@10",
+                                        "--json"]) == 0
+    ours = json.loads(capsys.readouterr().out)
+    for row, m in zip(page["summary"]["rows"], ("nDCG@10", "R@100", "RR@10")):
+        assert row["measure"] == m and row["cells"][4] == f"[{ours['measures'][m]['ci_low']:+.4f}, " \
+                                                            f"{ours['measures'][m]['ci_high']:+.4f}]"

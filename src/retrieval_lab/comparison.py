@@ -63,12 +63,12 @@ class Family(_JsonView):
         return cls(obj["family_size"], obj["family_level"], obj["permutations"], obj["seed"])
 
 
-def verdict(low: float, high: float, better: str = "candidate", worse: str = "baseline") -> str:
-    if low > 0:
-        return f"{better} better"
-    if high < 0:
-        return f"{worse} better"
-    return "no significant difference"
+VERDICTS = ("candidate better", "baseline better", "no significant difference")  # the one wording everywhere
+
+
+def verdict(low: float, high: float) -> str:
+    """The verdict of an interval of candidate - baseline (in base/head tables, head is the candidate)."""
+    return VERDICTS[0] if low > 0 else VERDICTS[1] if high < 0 else VERDICTS[2]
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,8 @@ class ComparisonRow(_JsonView):
     def excludes_zero(self) -> bool:
         return self.test.excludes_zero
 
-    def verdict(self, better: str = "candidate", worse: str = "baseline") -> str:
-        return verdict(self.test.low, self.test.high, better, worse)
+    def verdict(self) -> str:
+        return verdict(self.test.low, self.test.high)
 
     def to_json(self) -> dict:
         t = self.test
@@ -367,11 +367,11 @@ def mde_text(mde: float) -> str:
     return "-" if math.isnan(mde) else f"±{mde:.4f}"
 
 
-def row_cells(row: ComparisonRow, better: str = "candidate", worse: str = "baseline") -> RowCells:
+def row_cells(row: ComparisonRow) -> RowCells:
     """The text of ``row`` for every table: the only place a comparison's numbers are formatted."""
     return RowCells(str(row.test.queries), f"{row.baseline_mean:.4f}", f"{row.candidate_mean:.4f}",
                     difference_text(row), interval_text(row), f"{row.test.p_adjusted:.4f}", mde_text(row.test.mde),
-                    f"{row.wins}/{row.ties}/{row.losses}", row.verdict(better, worse))
+                    f"{row.wins}/{row.ties}/{row.losses}", row.verdict())
 
 
 def rule_sentence(family: Family, what: str) -> str:
@@ -431,11 +431,12 @@ def runs_to_text(result: RunsComparison, base_name: str, head_name: str) -> str:
     """The ``compare-runs`` table: one line per measure."""
     header = ["measure", "queries", "base", "head", "difference", "interval", f"p ({stats.ADJUSTMENT})",
               "MDE", "win/tie/loss", "verdict"]
-    rows = [[m, *row_cells(r, "head", "base")] for m, r in result.measures.items()]
+    rows = [[m, *row_cells(r)] for m, r in result.measures.items()]
     widths = [max(len(x[i]) for x in [header] + rows) for i in range(len(header))]
     text = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [header] + rows]
     text.insert(1, "  ".join("-" * w for w in widths))
     notes = [n.strip() for n in rough_tail_note(result.measures.values(), result.family)]
     coverage = [f"{side}: {result.coverage[side].sentence()}" for side in ("base", "head")]
-    return "\n".join([f"base: {base_name}   head: {head_name}   difference = head - base", *text, "",
+    return "\n".join([f"base (baseline): {base_name}   head (candidate): {head_name}   difference = head - base",
+                      *text, "",
                       rule_sentence(result.family, "measures"), *notes, *coverage]) + "\n"

@@ -121,8 +121,10 @@
   function header() {
     const [a, b] = pairOf(state.pair);
     const isRbo = state.measure === DATA.rbo_name;
-    const cols = [["id", "query"], ["text", "text"], ["base", `${runName(a)}`], ["cand", `${runName(b)}`],
-                  ["difference", isRbo ? DATA.rbo_name : "difference"], ["rbo", DATA.rbo_name],
+    // by RBO the difference column is the RBO: no measure values, and no second RBO column
+    const cols = [["id", "query"], ["text", "text"],
+                  ...(isRbo ? [] : [["base", `${runName(a)}`], ["cand", `${runName(b)}`]]),
+                  ["difference", isRbo ? DATA.rbo_name : "difference"], ...(isRbo ? [] : [["rbo", DATA.rbo_name]]),
                   ["stratum", "stratum"], ["cls_base", `class ${runName(a)}`], ["cls_cand", `class ${runName(b)}`],
                   ["judged", `judged@${DATA.judged_k}`]];
     return el("tr", {}, cols.map(([key, label]) => {
@@ -144,9 +146,10 @@
     const tr = el("tr", {class: "query-row", "data-query": r.id, tabindex: "0",
                          onclick: () => openQuery(r.q), onkeydown: (e) => { if (e.key === "Enter") openQuery(r.q); }}, [
       el("td", {class: "qid", text: r.id}), el("td", {class: "qtext", text: r.text}),
-      el("td", {class: "num base", text: fmt(r.base)}), el("td", {class: "num cand", text: fmt(r.cand)}),
+      ...(isRbo ? [] : [el("td", {class: "num base", text: fmt(r.base)}), el("td", {class: "num cand", text: fmt(r.cand)})]),
       el("td", {class: "num diff " + diffClass, text: isRbo ? fmt(r.difference) : signed(r.difference)}),
-      el("td", {class: "num rbo", text: fmt(r.rbo)}), el("td", {class: "stratum", text: r.stratum || "–"}),
+      ...(isRbo ? [] : [el("td", {class: "num rbo", text: fmt(r.rbo)})]),
+      el("td", {class: "stratum", text: r.stratum || "–"}),
       el("td", {class: "cls", text: r.cls_base || "–"}), el("td", {class: "cls", text: r.cls_cand || "–"}),
       el("td", {class: "num", text: judgedText(r)})]);
     if (state.query === r.q) tr.classList.add("open");

@@ -101,9 +101,8 @@ class SummaryRow:
                 "measure": self.measure, "cells": list(self.cells), "excludes_zero": self.excludes_zero}
 
 
-def summary_row(baseline: str, candidate: str, stratum: str, measure: str, row: ComparisonRow,
-                better: str = "candidate", worse: str = "baseline") -> SummaryRow:
-    return SummaryRow(baseline, candidate, stratum, measure, tuple(row_cells(row, better, worse)), row.excludes_zero)
+def summary_row(baseline: str, candidate: str, stratum: str, measure: str, row: ComparisonRow) -> SummaryRow:
+    return SummaryRow(baseline, candidate, stratum, measure, tuple(row_cells(row)), row.excludes_zero)
 
 
 @dataclass(frozen=True)
@@ -143,8 +142,12 @@ def comparisons_summary(result: Comparisons) -> Summary:
 
 def runs_summary(result: RunsComparison, base: str, head: str) -> Summary:
     """``page`` with judgments: one comparison per measure, the measures as one family."""
-    rows = tuple(summary_row(base, head, ALL, m, row, "head", "base") for m, row in result.measures.items())
+    rows = tuple(summary_row(base, head, ALL, m, row) for m, row in result.measures.items())
     notes = tuple(n.strip() for n in rough_tail_note(result.measures.values(), result.family))
+    flags = " ".join(f"-m {m}" for m in result.measures)
+    notes += (f"The intervals are simultaneous across these {len(result.measures)} measures: `compare-runs` with the "
+              f"same measures ({flags}) gives the same intervals; another list of measures is another family, "
+              "with other intervals.",)
     return Summary(f"{head} against {base}, one comparison per measure", rows,
                    rule_sentence(result.family, "measures"), notes)
 

@@ -111,7 +111,7 @@ def verdict_line(changed: int, total: int, regressions: list, worse: list, bette
 
 
 def _cell(row: ComparisonRow) -> str:
-    c = row_cells(row, "head", "base")
+    c = row_cells(row)
     diff = f"**{c.difference}**" if row.excludes_zero else c.difference
     return f"{c.baseline_mean} → {c.candidate_mean}<br>{diff} {c.interval}<br>MDE {c.mde}"
 
@@ -143,7 +143,7 @@ def comparisons_table(judged: list[Judged]) -> list[str]:
               f"p ({stats.ADJUSTMENT}) | MDE | win/tie/loss | verdict |"),
              "|---|---|---:|---:|---:|---:|---|---:|---:|---|---|"]
     for name, m, row in judged:
-        c = row_cells(row, "head", "base")
+        c = row_cells(row)
         lines.append(f"| {name} | {m} | {c.queries} | {c.baseline_mean} | {c.candidate_mean} | {c.difference} | "
                      f"{c.interval} | {c.p} | {c.mde} | {c.win_tie_loss} | {c.verdict} |")
     return lines + ["", "</details>"]
@@ -155,7 +155,7 @@ def strata_table(strata: list[Judged], family: Family, measure: str) -> list[str
              "otherwise: the unseen rows say what a change carries over to documents training never saw."), "",
              "| retriever | queries | base → head | difference | interval | verdict |", "|---|---:|---|---:|---|---|"]
     for name, stratum, row in strata:
-        c = row_cells(row, "head", "base")
+        c = row_cells(row)
         lines.append(f"| {name} | {c.queries} {stratum} | {c.baseline_mean} → {c.candidate_mean} | "
                      f"{c.difference} | {c.interval} | {c.verdict} |")
     return lines + ["", rule_sentence(family, "stratum comparisons in this table")]
@@ -280,11 +280,11 @@ def report_page(g: Gathered, j: Judgement, params: Params, title: str | None = N
     """Each changed retriever at base against itself at head: the gate, the key measures' and the strata's
     comparisons, and query by query the values, the head's failure classes and, where both revisions'
     run files can be read, the rankings."""
-    rows = [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", "all", m, row, "head", "base")
+    rows = [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", "all", m, row)
             for n, m, row in j.judged]
-    rows += [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", s, j.measure, row, "head", "base")
+    rows += [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", s, j.measure, row)
              for n, s, row in j.strata]
-    rows += [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", "all", m, row, "head", "base")
+    rows += [summary_row(f"{n} @ {g.base}", f"{n} @ {g.head_name}", "all", m, row)
              for n, m, row in j.reported]
     notes = [n.strip() for n in rough_tail_note([row for *_, row in j.judged], j.family)]
     if j.reported:
