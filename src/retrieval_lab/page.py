@@ -145,9 +145,9 @@ def runs_summary(result: RunsComparison, base: str, head: str) -> Summary:
     rows = tuple(summary_row(base, head, ALL, m, row) for m, row in result.measures.items())
     notes = tuple(n.strip() for n in rough_tail_note(result.measures.values(), result.family))
     flags = " ".join(f"-m {m}" for m in result.measures)
-    notes += (f"The intervals are simultaneous across these {len(result.measures)} measures: `compare-runs` with the "
+    notes += ((f"The intervals are simultaneous across these {len(result.measures)} measures: `compare-runs` with the "
               f"same measures ({flags}) gives the same intervals; another list of measures is another family, "
-              "with other intervals.",)
+              "with other intervals."),)
     return Summary(f"{head} against {base}, one comparison per measure", rows,
                    rule_sentence(result.family, "measures"), notes)
 
