@@ -67,8 +67,8 @@ def test_evaluate_stage_writes_hand_checked_numbers(tiny, tmp_path):
         "first_positive_rank": 3, "positive_ranks": {"d4": 3, "d3": None}, "seen": None}
     # no qrels/train.tsv: no strata at all (not "every query unseen", which would claim training saw none)
     assert "seen" not in out and "unseen" not in out
-    assert out["strata_note"] == ("no training split (qrels/train.tsv): seen and unseen strata are not available; "
-                                  "they matter only for a model fine-tuned on that split")
+    assert out["strata_note"] == ("no training split: strata not computed (seen and unseen need judged training "
+                                  "queries, qrels/train.tsv; they matter only for a model fine-tuned on that split)")
     assert (rep / "recall_curve.csv").read_text().splitlines() == [
         "k,recall", "1,0.0", f"2,{1 / 3!r}", "3,0.5"]  # q1 found at 2, q2 half at 3
     assert (rep / "first_positive_ranks.csv").read_text().splitlines() == ["query,rank", "q1,2", "q2,3", "q4,4"]

@@ -87,8 +87,8 @@ def first_positive_histogram(first: dict[str, int | None]) -> list[tuple[str, in
 
 
 STRATA = ("seen", "unseen")
-NO_TRAINING_SPLIT = ("no training split (qrels/train.tsv): seen and unseen strata are not available; "
-                     "they matter only for a model fine-tuned on that split")
+NO_TRAINING_SPLIT = ("no training split: strata not computed (seen and unseen need judged training queries, "
+                     "qrels/train.tsv; they matter only for a model fine-tuned on that split)")
 
 
 def seen_queries(qrels: Qrels, train: Qrels) -> set[str]:
@@ -179,7 +179,7 @@ def evaluate(qrels: Qrels, run: Run, measures: list[str], train_qrels: Qrels | N
     measures = list(dict.fromkeys(measures))
     result = metrics.measure_run(qrels, run, measures, judged_only)
     strata = None
-    if train_qrels is not None:
+    if train_qrels:  # None or no judged training query (a test-only collection): no strata, not "all unseen"
         strata = _strata(qrels, run, train_qrels, measures, list(result.per_query), judged_only)
     return Evaluation(tuple(measures), result.means, result.per_query, result.coverage, strata)
 

@@ -25,8 +25,8 @@ END = "  # END generated names"
 _HEAD = ("  # BEGIN generated names: written by `retrieval-lab names` from params.yaml (checked by its schema);\n"
          "  # edit params.yaml, then run it. The names stage fails while this block differs from params.yaml.\n")
 # block key -> the params key it mirrors, for messages
-SOURCES = {"dataset": "dataset", "dense": "dense.models", "train": "train.variants", "fusion": "fusion.methods",
-           "external": "external"}
+SOURCES = {"dataset": "dataset", "dense": "dense.models", "train": "train.variants", "mine": "train.variants",
+           "fusion": "fusion.methods", "external": "external"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class PipelineNames:
     dataset: str
     dense: dict[str, str]  # run name -> its model (encode's dependency)
     train: dict[str, dict[str, str]]  # variant -> {negatives: the mined folder train reads}
+    # the mine stages: each kind of negatives a variant reads, once (none without variants: a collection
+    # with test judgments alone trains nothing, so nothing is mined)
+    mine: list[str]
     fusion: dict[str, dict]  # method -> {} (fuse reads the method's values from params.yaml)
     external: dict[str, dict[str, str]]  # run name -> {path: retrieve-external's dependency}
 
@@ -49,6 +52,7 @@ def names_of(params: Params) -> PipelineNames:
         dataset=params.dataset,
         dense=dict(params.dense.models),
         train={name: {"negatives": v.negatives} for name, v in params.train.variants.items()},
+        mine=list(dict.fromkeys(v.negatives for v in params.train.variants.values())),
         fusion={name: {} for name in params.fusion.methods},
         external={name: {"path": r.path} for name, r in params.external.items()},
     )
@@ -88,7 +92,7 @@ def declared(text: str, source: str) -> PipelineNames | None:
         (entry,) = data
         return PipelineNames(**entry["names"])
     except (TypeError, ValueError, KeyError) as exc:
-        raise InputError(f"the names block is not one 'names' entry of the five keys ({exc})", source,
+        raise InputError(f"the names block is not one 'names' entry of the {len(SOURCES)} keys ({exc})", source,
                          begin + 1) from None
 
 
@@ -111,8 +115,12 @@ def differences(have: PipelineNames | None, want: PipelineNames) -> list[str]:
         if key == "dataset":
             found.append(f"dataset is {b!r} in params.yaml, {a!r} in dvc.yaml")
             continue
+        if key == "mine":  # follows train.variants: said there, unless only the block's list was edited
+            if have.train == want.train:
+                found.append(f"the mine stages are {b} by train.variants' negatives, {a} in dvc.yaml")
+            continue
         added, removed = [n for n in b if n not in a], [n for n in a if n not in b]
-        changed = [n for n in b if n in a and a[n] != b[n]]
+        changed = [n for n in b if n in a and a[n] != b[n]] if isinstance(b, dict) else []
         parts = ([f"adds {', '.join(map(repr, added))}"] if added else []) + \
                 ([f"drops {', '.join(map(repr, removed))}"] if removed else []) + \
                 ([f"changes {', '.join(map(repr, changed))}"] if changed else [])

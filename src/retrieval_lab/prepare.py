@@ -253,6 +253,19 @@ def _given_splits(raw_dir: Path, given: list[str], params: PrepareParams) -> tup
     return dataset, splits, f"carved from train: {params.val_from_train:g} of its queries, as {how}"
 
 
+def _test_only(raw_dir: Path, given: list[str]) -> tuple[Dataset, dict[str, Qrels], str]:
+    """Test judgments alone (and a given validation split, if any): an empty training split."""
+    named = [name for name in VALIDATION_NAMES if name in given]
+    if len(named) > 1:
+        raise InputError("both qrels/dev.tsv and qrels/val.tsv: keep the one that is the validation split",
+                         str(raw_dir / "qrels"))
+    dataset = load_dataset(raw_dir, ["test", *named])
+    splits = {"train": {}, "val": dataset.qrels[named[0]] if named else {}, "test": dataset.qrels["test"]}
+    _refuse_shared_ids(splits, raw_dir)
+    validation = f"given (qrels/{named[0]}.tsv)" if named else "none (no training split: qrels/test.tsv alone)"
+    return dataset, splits, validation
+
+
 def prepare(raw_dir: str | Path, out_dir: str | Path, heldout_dir: str | Path, params: PrepareParams,
             log: Callable[[str], None] = print) -> dict:
     """Split ``raw_dir``; write ``out_dir`` (corpus, queries, train and val qrels, split.json) and
@@ -273,12 +286,14 @@ def prepare(raw_dir: str | Path, out_dir: str | Path, heldout_dir: str | Path, p
         dataset = load_dataset(raw_dir, ["all"])
         splits = family_split(dataset, params)
         validation = "families held out like the test split's (prepare.val)"
+    elif "test" in given and "train" not in given:
+        # what pooling gives: judgments of test queries only. Evaluation needs nothing more; training,
+        # mining and tuning have nothing to learn from, and no query is seen or unseen
+        mode = "test_only"
+        dataset, splits, validation = _test_only(raw_dir, given)
     else:
-        only_test = ("; a folder with qrels/test.tsv alone needs no prepare: retrieve, score-runs, compare-runs, "
-                     "evaluate and diagnose take it as it is (fine-tuning needs a training split)"
-                     if "test" in given else "")
-        raise InputError("expected qrels/train.tsv + qrels/test.tsv (given splits) or qrels/all.tsv "
-                         f"(family split); found {given or 'none'}{only_test}", str(raw_dir / "qrels"))
+        raise InputError("expected qrels/test.tsv (with qrels/train.tsv: given splits), or qrels/all.tsv "
+                         f"(family split); found {given or 'none'}", str(raw_dir / "qrels"))
     audit = {"mode": mode, "source": str(raw_dir), "seed": params.seed, "validation": validation,
              "ratios": {s: getattr(params, s) for s in SPLITS} if mode == "family" else None}
     audit.update(audit_split(splits, dataset))

@@ -78,8 +78,8 @@ def test_without_a_training_split_evaluate_says_strata_are_not_available(folder,
             "--reports", str(tmp_path / "rep")]
     assert run_command("evaluate", argv) == 0
     said = capsys.readouterr().out
-    assert "unseen" not in said.replace("seen and unseen strata are not available", "")
-    assert "strata: no training split (qrels/train.tsv): seen and unseen strata are not available" in said
+    assert "unseen" not in said.replace("seen and unseen need judged training queries", "")
+    assert "strata: no training split: strata not computed (seen and unseen need judged training queries" in said
     # Judged@10: q1's top 10 holds one judged document (d1), q2's one (d4), q3's none (d1 is q1's): 1/15 < 0.1
     assert "WARNING: Judged below 0.1" in said and "list only relevant documents" in said
     metrics = json.loads((tmp_path / "m.json").read_text())
@@ -102,17 +102,34 @@ def test_the_judged_hint_appears_only_for_qrels_listing_only_relevant_documents(
     assert "list only relevant" not in capsys.readouterr().out
 
 
-def test_prepare_says_a_folder_with_only_test_qrels_needs_no_prepare(folder, tmp_path, capsys):
-    root, _ = folder
+def test_prepare_takes_a_folder_with_only_test_judgments(folder, tmp_path, capsys):
+    # issue 51: what pooling gives (qrels/test.tsv alone) stopped prepare, so it could not enter the pipeline
+    import json
+
+    root, run = folder
     assert run_command("prepare", ["--raw", str(root), "--output", str(tmp_path / "p"),
-                                   "--heldout", str(tmp_path / "h")]) == 2
-    err = capsys.readouterr().err
-    assert "found ['test']; a folder with qrels/test.tsv alone needs no prepare: retrieve, score-runs" in err
-    assert not (tmp_path / "p").exists() and not (tmp_path / "h").exists()
-    (root / "qrels" / "test.tsv").rename(root / "qrels" / "other.tsv")  # no test split: the hint does not apply
-    assert run_command("prepare", ["--raw", str(root), "--output", str(tmp_path / "p"),
-                                   "--heldout", str(tmp_path / "h")]) == 2
-    assert "needs no prepare" not in capsys.readouterr().err
+                                   "--heldout", str(tmp_path / "h")]) == 0
+    split = json.loads((tmp_path / "p" / "split.json").read_text())
+    assert split["mode"] == "test_only" and split["queries"] == {"train": 0, "val": 0}
+    assert split["validation"] == "none (no training split: qrels/test.tsv alone)"
+    assert (tmp_path / "p" / "qrels" / "train.tsv").read_text() == "query-id\tcorpus-id\tscore\n"
+    test = (tmp_path / "h" / "qrels" / "test.tsv").read_text().splitlines()
+    assert len(test) - 1 == sum(1 for _ in (root / "qrels" / "test.tsv").open()) - 1
+    # evaluated against it: no strata, said so, never "every query unseen"
+    capsys.readouterr()
+    assert run_command("evaluate", ["--dataset", str(tmp_path / "p"), "--split", "test", "--qrels",
+                                    str(tmp_path / "h" / "qrels" / "test.tsv"), "--run", str(run), "--metrics",
+                                    str(tmp_path / "m.json"), "--reports", str(tmp_path / "r")]) == 0
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["strata_note"].startswith("no training split: strata not computed")
+    assert "seen" not in metrics and "unseen" not in metrics
+    per_query = json.loads((tmp_path / "r" / "per_query.json").read_text())["queries"]
+    assert {e["seen"] for e in per_query.values()} == {None}
+    (root / "qrels" / "test.tsv").rename(root / "qrels" / "other.tsv")  # no test split at all: still refused
+    assert run_command("prepare", ["--raw", str(root), "--output", str(tmp_path / "p2"),
+                                   "--heldout", str(tmp_path / "h2")]) == 2
+    assert "expected qrels/test.tsv (with qrels/train.tsv: given splits), or qrels/all.tsv" in capsys.readouterr().err
+    assert not (tmp_path / "p2").exists()
 
 
 def test_the_mde_sentence_does_not_call_a_significant_difference_noise(folder, tmp_path, capsys):

@@ -111,6 +111,9 @@ def test_no_tuning_without_tune_or_qrels():
     assert result.run == rrf.fuse([A, B], 20, params.depth)
     result = fusion.fuse([A, B], "rrf", FusionParams(tune=True), None)
     assert result.tuned is False and result.reason == "no qrels given"
+    # a test-only collection's validation qrels judge nothing: the fixed value, said so (issue 51)
+    result = fusion.fuse([A, B], "rrf", FusionParams(tune=True), {})
+    assert (result.tuned, result.chosen, result.reason) == (False, 60, "the tuning qrels judge no query")
 
 
 def test_a_value_given_in_code_is_used_fixed_and_checked():

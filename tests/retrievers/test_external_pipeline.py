@@ -1,10 +1,10 @@
 """The user's own retriever in the real pipeline: dvc.yaml's retrieve-external / evaluate-external stages, in
 ``compare`` and in ``report --fail-on-regression``, and only its own stages stale when its module changes.
 
-A scratch git + DVC repository (module fixture) holds a tiny BEIR dataset in place of prepare's outputs,
-this worktree's ``src`` (the stages' code dependencies), the repository's params.yaml with two external
-retrievers (``alpha``, ``beta``: callables in folders of their own) and the repository's dvc.yaml cut to
-BM25, the external stages and ``compare``, whose deps and ``--runs`` name the external runs as
+A scratch git + DVC repository (module fixture) holds a tiny BEIR dataset with test judgments alone (what
+pooling gives) at ``data/raw/toy``, this worktree's ``src`` (the stages' code dependencies), the repository's
+params.yaml with two external retrievers (``alpha``, ``beta``: callables in folders of their own) and the
+repository's dvc.yaml cut to prepare, BM25, the external stages and ``compare``, whose deps and ``--runs`` name the external runs as
 docs/own-retriever.md tells a user to.
 """
 
@@ -42,10 +42,8 @@ def _dataset(repo: Path) -> None:
     corpus = [{"_id": f"p{i}", "title": f"doc {i}", "text": f"topic{i} answer{i} procedure"} for i in range(QUERIES)]
     corpus += [{"_id": f"x{j}", "title": "", "text": f"generic filler page number{j}"} for j in range(30)]
     queries = [{"_id": f"q{i}", "text": f"topic{i} about {i}"} for i in range(QUERIES)]
-    # no training qrels: no seen/unseen strata to judge apart
-    write_beir(repo / "data" / "prepared" / "toy", corpus, queries, {"val": [("q0", "p0", 1)]})
-    write_beir(repo / "data" / "heldout" / "toy", corpus, queries,
-               {"test": [(f"q{i}", f"p{i}", 1) for i in range(QUERIES)]})
+    # test judgments alone, as pooling gives them: prepare takes them (issue 51), no strata, nothing to train
+    write_beir(repo / "data" / "raw" / "toy", corpus, queries, {"test": [(f"q{i}", f"p{i}", 1) for i in range(QUERIES)]})
 
 
 def _module(repo: Path, name: str, rank: int) -> None:
@@ -57,7 +55,7 @@ def _module(repo: Path, name: str, rank: int) -> None:
 
 def _dvc_yaml() -> dict:
     real = yaml.safe_load((REPO / "dvc.yaml").read_text(encoding="utf-8"))
-    keep = {"index", "retrieve", "evaluate", "retrieve-external", "evaluate-external", "compare"}
+    keep = {"prepare", "index", "retrieve", "evaluate", "retrieve-external", "evaluate-external", "compare"}
     stages = {name: stage for name, stage in real["stages"].items() if name in keep}
     compare = stages["compare"]
     runs = ["bm25", "alpha", "beta"]
@@ -116,6 +114,9 @@ def test_every_retriever_has_latency_in_its_metrics_and_compare_shows_the_differ
         assert metrics["latency"] == timing["summary"], name
         assert metrics["latency"]["queries"] == QUERIES and metrics["latency"]["p99_ms"] >= metrics["latency"]["p50_ms"]
     assert json.loads((repo / "metrics" / "toy" / "alpha.json").read_text())["RR@10"] == 1.0
+    # a collection with test judgments alone: no strata, and said so
+    assert json.loads((repo / "metrics" / "toy" / "alpha.json").read_text())["strata_note"].startswith(
+        "no training split: strata not computed")
     assert json.loads((repo / "metrics" / "toy" / "beta.json").read_text())["RR@10"] == 0.5
     assert json.loads((repo / "metrics" / "toy" / "alpha.json").read_text())["latency"]["concurrency"] == 2
     compare = json.loads((repo / "metrics" / "toy" / "compare.json").read_text())
@@ -165,3 +166,19 @@ def test_a_worse_external_retriever_fails_the_gate(repo, tmp_path):
     finally:
         sh(["git", "checkout", "-q", "main"], repo)
         sh(["dvc", "checkout", "-q"], repo)
+
+
+def test_a_collection_with_test_judgments_alone_declares_no_training_stage(tmp_path):
+    # the repository's whole dvc.yaml with train.variants empty: no mine or train stage is declared (issue 51)
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    params.update(dataset="toy", compare={"pairs": [["bm25", "dense"]]})
+    params["train"]["variants"] = {}
+    params["fusion"].update(dense="dense")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    sh(["git", "init", "-q"], tmp_path)
+    sh(["dvc", "init", "-q"], tmp_path)
+    sh(["retrieval-lab", "names"], tmp_path)
+    stages = {line.split()[0] for line in sh(["dvc", "stage", "list"], tmp_path).stdout.splitlines()}
+    assert {"prepare", "index@bm25", "retrieve@bm25", "evaluate@bm25", "encode@dense", "fuse@rrf", "compare"} <= stages
+    assert not {s for s in stages if s.startswith(("mine@", "train@", "retrieve-ft@", "evaluate-ft@"))}

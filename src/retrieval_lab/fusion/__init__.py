@@ -125,11 +125,12 @@ def fuse(runs: list[Run], method: str = "rrf", params: FusionParams | None = Non
         params = replace(params, tune=False, methods={**params.methods,
                                                       method: replace(params.methods[method], value=value)})
     module, settings = _settings(method, params)
-    if qrels is not None and params.tune:
+    if qrels and params.tune:
         tuning = tune(method, runs, qrels, params)
         return FusionResult(module.fuse(runs, tuning.chosen, params.depth), method, params.depth, tuning.param,
                             tuning.chosen, tuning=tuning)
+    # validation qrels that judge no query (a collection with test judgments alone) cannot choose: the fixed value
     why = ("a value was given" if value is not None else "no qrels given" if qrels is None
-           else "fusion.tune is false")
+           else "fusion.tune is false" if not params.tune else "the tuning qrels judge no query")
     return FusionResult(module.fuse(runs, settings.value, params.depth), method, params.depth, module.PARAM,
                         settings.value, reason=why)
