@@ -83,7 +83,7 @@ class _Service(BaseHTTPRequestHandler):
 
     search = None
 
-    def do_POST(self):  # noqa: N802  http.server's name
+    def do_POST(self):  # http.server calls it by this name
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
             self.send_response(401)
             self.end_headers()
