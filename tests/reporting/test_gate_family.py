@@ -151,3 +151,15 @@ def test_the_not_gated_are_reported_in_a_family_of_their_own(declared):
     else:
         assert j.gated == ("r0",) and {n for n, *_ in j.reported} == {"r1"} and j.reported_family.size == 1
         assert {n for n, *_ in j.regressions} == {"r0"}
+
+
+def test_a_gated_measure_the_results_lack_is_a_blind_gate():
+    # issue 52: a measure that matches nothing is exit 3 naming it, not an error or a silent skip
+    base = {f"q{i:02d}": {"measures": dict.fromkeys(MEASURES, 0.5)} for i in range(20)}
+    head = {q: {"measures": dict.fromkeys(MEASURES, 0.4)} for q in base}
+    params = dataclasses.replace(BASE_PARAMS, gate=GateParams(measures=["nDCG@10", "AP@5"]))
+    j = judge(_gathered([_retriever("bm25", base, head)]), params, 0.0)
+    assert decide(j) == 3 and not j.judged
+    assert j.blind == [("bm25", "the gated measures are not in its per-query results: AP@5 at main (20 of 20 "
+                                "queries, e.g. q00); AP@5 at head (20 of 20 queries, e.g. q00) (add them to "
+                                "evaluate.measures and evaluate again, or gate on measures it has: gate.measures)")]

@@ -215,10 +215,12 @@ def test_bad_inputs_are_clear_errors(repo, tmp_path, capsys):
     assert "tolerance must be a finite number >= 0" in capsys.readouterr().err
     params = dict(PARAMS, compare={**PARAMS["compare"], "key_measures": ["AP@5"]})
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(params))
+    # a gated measure the per-query results lack matches nothing: the gate cannot judge, naming it (issue 52)
     assert main(["report", "--base", "main", "--head", "regressed", "--repo", str(repo), "--output",
-                 str(tmp_path / "pr"), "--params", str(tmp_path / "p.yaml")]) == 2
-    err = capsys.readouterr().err
-    assert "main:reports/toy/bm25/per_query.json field 'queries." in err and "no value for 'AP@5'" in err
+                 str(tmp_path / "pr"), "--params", str(tmp_path / "p.yaml"), "--fail-on-regression"]) == 3
+    out = capsys.readouterr().out
+    assert "CANNOT JUDGE: bm25: the gated measures are not in its per-query results: AP@5 at main (40 of 40" in out
+    assert "CANNOT JUDGE: dense: the gated measures are not in its per-query results: AP@5 at main" in out
 
 
 # ----------------------------------------------------------------------------- a gate that cannot see fails closed

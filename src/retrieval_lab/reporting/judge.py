@@ -120,8 +120,8 @@ def _roots_blind(found_roots: dict[str, tuple[int, int]], paths: ReportPaths, re
 def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: list[tuple],
              dataset: str, paths: ReportPaths | None = None, allow_query_change: bool = False,
              tolerance: float = 0.0, found_roots: dict[str, tuple[int, int]] | None = None,
-             declared: list[str] | None = None, revisions: tuple[str, str] = ("base", "head")
-             ) -> list[tuple[str, str]]:
+             declared: list[str] | None = None, revisions: tuple[str, str] = ("base", "head"),
+             skip: set[str] = frozenset()) -> list[tuple[str, str]]:
     """(retriever, why) for every gated retriever the gate cannot judge: it must fail closed on them.
 
     ``found``: the gated retrievers. Per-query results missing at either revision, or their metrics file
@@ -133,6 +133,7 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
     retriever (``gate.retrievers``) that has no results are blind gates too. Judged queries that differ
     between the revisions, unless ``allow_query_change`` (then the common ones are compared, and a gated
     mean of the metrics file that fell by more than ``tolerance`` still cannot be judged).
+    ``skip``: retrievers already found blind.
     """
     paths = paths or ReportPaths.defaults(dataset)
     out = _roots_blind(found_roots or {}, paths, revisions)
@@ -142,6 +143,8 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
     if not found:
         return out or [("(all)", f"no per-query results found under {paths.reports}/ at either revision")]
     for r in found:
+        if r.name in skip:
+            continue
         if r.base is None and r.head is None:
             out.append((r.name, "per-query results missing at both revisions"))
         elif r.base is None or r.head is None:
@@ -182,6 +185,20 @@ def unjudged(found: list[Retriever], key_measures: list[str], measures_changed: 
                        "a loss on every query could be told from noise")
                 out.append((r.name, why))
     return out
+
+
+def lacking_measures(r: Retriever, measures: list[str], revisions: tuple[str, str]) -> str | None:
+    """Why a gated measure cannot be compared: a revision's per-query results lack it for some query."""
+    lacking = []
+    for rev, entries in zip(revisions, (r.base, r.head)):
+        for m in measures:
+            without = [q for q, e in (entries or {}).items() if m not in (e.get("measures") or {})]
+            if without:
+                lacking.append(f"{m} at {rev} ({len(without)} of {len(entries)} queries, e.g. {without[0]})")
+    if not lacking:
+        return None
+    return (f"the gated measures are not in its per-query results: {'; '.join(lacking)} (add them to "
+            "evaluate.measures and evaluate again, or gate on measures it has: gate.measures)")
 
 
 def vanished_bound(r: Retriever, measures: list[str], family: Family, tolerance: float) -> str | None:
@@ -280,8 +297,11 @@ def judge(g: Gathered, params: Params, tolerance: float, allow_query_change: boo
     changed, times the gated measures; comparisons of identical values count once (a retriever and its
     copy are one test). The other changed retrievers are compared in a family of their own, shown and
     never gated, so adding or removing them cannot move a gated interval."""
-    ev, measure, measures = params.evaluate, params.compare.measure, key_measures(params)
-    changed = g.changed
+    ev, measures = params.evaluate, key_measures(params)
+    measure = measures[0]  # losses and strata are shown on the first gated measure
+    revisions = (g.base, g.head_name)
+    lacking = {r.name: why for r in g.retrievers if (why := lacking_measures(r, measures, revisions))}
+    changed = [r for r in g.changed if r.name not in lacking]  # a measure that matches nothing is a blind spot
     gated_changed = [r for r in changed if gated(params, r.name)]
     others = [r for r in changed if not gated(params, r.name)]
     families = []
@@ -298,8 +318,9 @@ def judge(g: Gathered, params: Params, tolerance: float, allow_query_change: boo
     regressions = [x for x in judged if x[2].test.high < -tolerance]
     strata, strata_family = strata_comparisons(changed, measure, ev.ci_level, ev.permutations, ev.seed)
     gated_found = [r for r in g.retrievers if gated(params, r.name)]
-    blind = unjudged(gated_found, measures, g.measures_changed, params.dataset, g.paths, allow_query_change,
-                     tolerance, g.found, params.gate.retrievers, (g.base, g.head_name))
+    blind = [(name, why) for name, why in lacking.items() if gated(params, name)]
+    blind += unjudged(gated_found, measures, g.measures_changed, params.dataset, g.paths, allow_query_change,
+                      tolerance, g.found, params.gate.retrievers, revisions, skip=set(lacking))
     if allow_query_change:
         for r in gated_changed:
             why = vanished_bound(r, measures, families[0], tolerance)

@@ -165,6 +165,8 @@ def losses_section(g: Gathered, j: Judgement, top: int, diagnose_k: int) -> list
     measure = j.measure
     lines = ["", f"## Queries that moved most: losses on {measure}, by the head run's failure class", ""]
     for r in g.changed:
+        if r.name not in j.losses:  # not compared (a gated measure it lacks): the gate says why
+            continue
         groups = j.losses[r.name]
         lost = sum(len(group) for group in groups.values())
         gained = r.stats[measure].wins if measure in r.stats else 0
@@ -225,7 +227,8 @@ def markdown(g: Gathered, j: Judgement, dataset: str, pngs: list[str], top: int,
     if gated:
         lines += retriever_table(gated, j.key_measures, j.family, "distinct comparisons of the gate's family, the "
                                  "changed gated retrievers times the gated measures")
-    others = [r for r in changed if r.name not in j.gated]
+    reported = {n for n, *_ in j.reported}
+    others = [r for r in changed if r.name in reported]
     if others:
         lines += ["## Reported, not gated (not in gate.retrievers)", ""]
         lines += retriever_table(others, j.key_measures, j.reported_family, "comparisons of retrievers the gate "
