@@ -125,8 +125,8 @@ def test_pool_and_merge_commands(tmp_path, capsys):
             "--output", str(tmp_path / "new.tsv")]
     assert run_command("pool", argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: {tmp_path / 'labelled.tsv'}:3 field 'score': blank label: fill it in, or delete the row "
-                   "to leave the pair unjudged"], err
+    said = f"{tmp_path / 'labelled.tsv'}:3 field 'score': blank label: fill it in, or delete the row to leave"
+    assert err == [f"error: {said} the pair unjudged"], err
     assert not (tmp_path / "new.tsv").exists()
     # the rows left unjudged on purpose are deleted; the same row pasted twice is counted, not dropped unsaid
     kept = [line for line in filled if not line.endswith("\t")]
