@@ -385,7 +385,7 @@ EXPECT: dict[str, Expect] = {
     "5e77fae58f": Expect(needs=("runs", "data", "old.trec", "new.trec"), check=_pages_in_tmp),
     # docs/metrics.md: pool, the annotators' labels, merge; then the embeddings compared
     "0bae1b08b0": Expect(needs=("my-collection", "a.trec", "b.trec", "qrels", "models"),
-                         files=("pool.tsv", "qrels/test.v2.tsv"), shows=("models/finetuned/support/hard",),
+                         files=("pool.tsv", "qrels/test.v2.tsv"), shows=("models/finetuned/support/hard",), slow=True,
                          acts={"# annotators fill the score column, then:": _fill_pool}, check=_pool_merged),
     # docs/own-retriever.md: the user's function from the command line; the callable contract
     "97735e4f54": Expect(needs=("params.yaml", "retriever", "data"),
