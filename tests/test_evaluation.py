@@ -83,6 +83,22 @@ def test_evaluate_stage_writes_hand_checked_numbers(tiny, tmp_path):
     assert not [p for p in tmp_path.rglob(".*tmp-*")]  # atomic writes left no temporary file
 
 
+def test_depth_is_the_runs_own_not_retrieve_depth(tiny, tmp_path):
+    # the user's retriever called with k = 2, evaluated with params whose retrieve.depth is 10: the run holds
+    # two ranks, so "not found" is rank 3, and the curve stops at 2 (a curve to 10 would claim ranks never asked for)
+    dataset, _, params = tiny
+    short = tmp_path / "k2.trec"
+    write_run(short, RUN, tag="k2", depth=2)
+    params = params_from_dict({"evaluate": {"measures": MEASURES, "diagnose_k": 1}, "retrieve": {"depth": 10}})
+    out = run_evaluation(dataset, "test", short, tmp_path / "m.json", tmp_path / "rep", params).to_json()
+    assert (out["depth"], out["not_found_rank"]) == (2, 3)
+    assert json.loads((tmp_path / "rep" / "per_query.json").read_text())["depth"] == 2
+    # q1's positive at rank 2; q2's d4 was at rank 3, cut: not found, as q4 absent
+    assert (tmp_path / "rep" / "first_positive_ranks.csv").read_text().splitlines() == [
+        "query,rank", "q1,2", "q2,3", "q4,3"]
+    assert (tmp_path / "rep" / "recall_curve.csv").read_text().splitlines() == ["k,recall", "1,0.0", f"2,{1 / 3!r}"]
+
+
 def test_evaluate_stage_keeps_other_files_in_the_reports_folder(tiny, tmp_path):
     dataset, run_path, params = tiny
     (tmp_path / "rep").mkdir()

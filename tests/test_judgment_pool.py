@@ -49,14 +49,14 @@ def write_labels(path, rows):
 
 
 def test_read_and_merge_labels(tmp_path):
-    path = write_labels(tmp_path / "l.tsv", [("q1", "d1", "2"), ("q1", "d3", ""), ("q2", "d4", "0"),
+    path = write_labels(tmp_path / "l.tsv", [("q1", "d1", "2"), ("q2", "d4", "0"),
                                              ("q2", "d4", "0"), ("q1", "d2", "1")])
     labels = read_labels(path, 0, 2)
     assert labels.qrels == {"q1": {"d1": 2, "d2": 1}, "q2": {"d4": 0}}
-    assert (labels.unlabelled, labels.repeated) == (1, 1)
+    assert labels.repeated == 1
     merged, report = merge({"q1": {"d2": 1, "d5": 0}}, labels, str(path))
     assert merged == {"q1": {"d2": 1, "d5": 0, "d1": 2}, "q2": {"d4": 0}}
-    assert (report["added"], report["already_judged_same"], report["unlabelled"], report["judgments"]) == (2, 1, 1, 4)
+    assert (report["added"], report["already_judged_same"], report["judgments"]) == (2, 1, 4)
 
 
 @pytest.mark.parametrize("rows, message", [
@@ -66,6 +66,9 @@ def test_read_and_merge_labels(tmp_path):
      r"l.tsv:4 field 'score': pair \(q1, d1\) labelled 1 on line 2 and 2 here"),
     ([("q1", "d9", "1")], r"l.tsv:2 field 'doc_id': unknown document id 'd9'"),
     ([("q7", "d1", "1")], r"l.tsv:2 field 'query_id': unknown query id 'q7'"),
+    # a row the annotator skipped: an error, not a pair silently left out of the judgments
+    ([("q1", "d1", "1"), ("q1", "d3", "")], r"l.tsv:3 field 'score': blank label: fill it in, or delete the row"),
+    ([("q1", "d1", " ")], r"l.tsv:2 field 'score': blank label"),
     # Arabic-Indic two: int() takes it, the qrels reader does not
     ([("q1", "d1", "\u0662")], r"l.tsv:2 field 'score': label '\u0662' is not an integer"),
 ])
@@ -115,14 +118,21 @@ def test_pool_and_merge_commands(tmp_path, capsys):
     assert lines[0].split("\t") == list(COLUMNS)
     assert lines[4].split("\t") == ["q2", "vpn drops", "d4", "VPN", "reconnect the tunnel", "1", "a,b", ""]
     assert len(lines) == 6  # header + the five rows of the hand-worked case
-    # a judge fills in two labels and leaves the rest empty
+    # a judge fills in two labels and leaves the rest blank: refused at the first blank, nothing written
     filled = [line + "1" if i in (1, 4) else line for i, line in enumerate(lines)]
-    filled.append(filled[4])  # the same row pasted twice: counted, not dropped unsaid
     (tmp_path / "labelled.tsv").write_text("\n".join(filled) + "\n")
     argv = ["--merge", str(tmp_path / "labelled.tsv"), "--qrels", str(qrels), "--dataset", str(dataset),
             "--output", str(tmp_path / "new.tsv")]
+    assert run_command("pool", argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    said = f"{tmp_path / 'labelled.tsv'}:3 field 'score': blank label: fill it in, or delete the row to leave"
+    assert err == [f"error: {said} the pair unjudged"], err
+    assert not (tmp_path / "new.tsv").exists()
+    # the rows left unjudged on purpose are deleted; the same row pasted twice is counted, not dropped unsaid
+    kept = [line for line in filled if not line.endswith("\t")]
+    (tmp_path / "labelled.tsv").write_text("\n".join(kept + [kept[2]]) + "\n")
     assert run_command("pool", argv) == 0
-    assert ("1 rows repeating an earlier row's label, 3 rows left unlabelled"
-            in capsys.readouterr().out)
+    assert ("2 labelled rows (2 new judgments, 0 agreeing with existing ones), 1 rows repeating an earlier row's "
+            "label; 3 judgments" in capsys.readouterr().out)
     assert read_qrels(tmp_path / "new.tsv") == {"q1": {"d2": 0, "d1": 1}, "q2": {"d4": 1}}
     assert run_command("pool", ["--runs", str(tmp_path / "a.trec"), "--output", str(tmp_path / "p")]) == 2

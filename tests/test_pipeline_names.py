@@ -58,7 +58,7 @@ def test_no_output_path_and_no_foreach_takes_a_value_from_params_yaml():
             assert re.fullmatch(r"\$\{(names\.\w+|lexical)\}", over), f"{name}: foreach over {over}"
         for kind in ("outs", "metrics", "plots"):
             for where, expr in _interpolations(body.get(kind, []), f"{name}.{kind}"):
-                assert expr.startswith("names.") or expr in ("key", "item") or expr.startswith("item."), \
+                assert expr.startswith(("names.", "item.")) or expr in ("key", "item"), \
                     f"{where}: ${{{expr}}} comes from params.yaml"
                 checked += 1
     assert checked > 100

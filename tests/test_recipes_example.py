@@ -11,6 +11,7 @@ import csv
 import json
 import shutil
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 
@@ -134,3 +135,28 @@ def test_the_recipe_case_end_to_end(work, capsys):
         mean, low, high = summarise.row("metrics", "reports", name)["RR@3"]
         assert f"{mean:.3f} [{low:.3f}, {high:.3f}]" in line and low <= mean <= high
     print(table)
+
+
+@pytest.mark.parametrize("drop, said", [
+    ("R@10", "no 'R@10' (add it to evaluate.measures in params.yaml and run evaluate again)"),
+    ("latency", "no 'latency' (evaluate the run with --timing"),
+    ("RR@3", "per_query.json: no 'RR@3' (add it to evaluate.measures"),
+])
+def test_summarise_names_a_value_evaluate_did_not_write_in_one_line(tmp_path, drop, said):
+    # what evaluate writes for one run of two queries, less one value the table shows
+    latency = {"queries": 2, "concurrency": 1, "p50_ms": 4.0, "p95_ms": 5.0, "qps": 200.0}
+    metrics = {"RR@3": 0.75, "AP@3": 0.5, "R@10": 1.0, "queries_evaluated": 2, "latency": latency}
+    per_query = {"q1": {"RR@3": 1.0, "AP@3": 1.0}, "q2": {"RR@3": 0.5, "AP@3": 0.0}}
+    metrics.pop(drop, None)
+    for values in per_query.values():
+        values.pop(drop, None)
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "reports" / "run").mkdir(parents=True)
+    (tmp_path / "metrics" / "run.json").write_text(json.dumps(metrics), encoding="utf-8")
+    (tmp_path / "reports" / "run" / "per_query.json").write_text(
+        json.dumps({"queries": {q: {"measures": v} for q, v in per_query.items()}}), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(EXAMPLE / "summarise.py"), "metrics", "reports", "run"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("summarise.py: ") and said in lines[0], done.stderr

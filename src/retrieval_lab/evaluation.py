@@ -203,7 +203,7 @@ class StageResult:
 
     split: str
     evaluation: Evaluation
-    depth: int  # the larger of retrieve.depth and the run's longest ranking: the rank "not found" stands for
+    depth: int  # the run's deepest rank, the depth it was made at as far as the file shows ("not found" is one below)
     judged_measures: tuple[str, ...]
     judged_threshold: float
     diagnosis: Diagnosis
@@ -274,7 +274,8 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
 
     judged = judged_measures(cfg.measures, cfg.diagnose_k)
     evaluation = evaluate(qrels, run, cfg.measures + judged, data.qrels.get("train"))
-    depth = max([params.retrieve.depth] + [len(docs) for docs in run.values()])
+    # the run's own depth, not retrieve.depth: a run made elsewhere or by the user's retriever at k = 3 holds 3
+    depth = max(len(docs) for docs in run.values())
     result = StageResult(split, evaluation, depth, tuple(judged), cfg.judged_threshold,
                          diagnose_run(qrels, run, data.queries, data.corpus, cfg.diagnose_k, params),
                          all(r >= 1 for labels in qrels.values() for r in labels.values()), latency)

@@ -5,7 +5,9 @@ judged, ordered by best rank then doc id; one tsv row per (query, document) with
 the text a judge needs and an empty ``score`` column to fill in.
 
 ``merge``: read the filled tsv, check every label (file:line), add the new
-judgments to the existing qrels. Existing judgments are never changed: a label
+judgments to the existing qrels. Every row needs a label: a blank one is an error (an
+annotator's skipped row would otherwise vanish from the judgments unseen); deleting the
+row is how a pair is left unjudged on purpose. Existing judgments are never changed: a label
 that contradicts one is an error, as is one pair labelled twice differently.
 """
 
@@ -84,13 +86,12 @@ def write_pool(path: str | Path, rows: list[PoolRow]) -> None:
 class Labels:
     qrels: Qrels  # labelled pairs
     lines: dict[tuple[str, str], int]  # (query, doc) -> line of its label
-    unlabelled: int  # rows with an empty score
     repeated: int  # rows repeating an earlier row's label
 
 
 def read_labels(path: str | Path, min_label: int = 0, max_label: int = 2,
                 queries: dict | None = None, corpus: dict | None = None) -> Labels:
-    """Labels from a filled pool tsv; an empty ``score`` is an unlabelled row (counted).
+    """Labels from a filled pool tsv; a blank ``score`` is an error (delete the row to leave a pair unjudged).
 
     The header must name ``query_id``, ``doc_id`` and ``score``; other columns are ignored.
     """
@@ -98,7 +99,7 @@ def read_labels(path: str | Path, min_label: int = 0, max_label: int = 2,
     labels: Qrels = {}
     where: dict[tuple[str, str], int] = {}
     header: list[str] | None = None
-    unlabelled = repeated = 0
+    repeated = 0
     for number, line in text_lines(path):
         if not line.strip():
             continue
@@ -122,8 +123,8 @@ def read_labels(path: str | Path, min_label: int = 0, max_label: int = 2,
         if corpus is not None and doc not in corpus:
             raise InputError(f"unknown document id {doc!r}", str(path), number, "doc_id")
         if not text:
-            unlabelled += 1
-            continue
+            raise InputError("blank label: fill it in, or delete the row to leave the pair unjudged", str(path),
+                             number, "score")
         label = ascii_integer(text)
         if label is None:
             raise InputError(f"label {text!r} is not an integer", str(path), number, "score")
@@ -140,7 +141,7 @@ def read_labels(path: str | Path, min_label: int = 0, max_label: int = 2,
         where[qid, doc] = number
     if header is None:
         raise InputError("empty file: no header", str(path))
-    return Labels(labels, where, unlabelled, repeated)
+    return Labels(labels, where, repeated)
 
 
 def merge(existing: Qrels, labels: Labels, source: str | None = None) -> tuple[Qrels, dict]:
@@ -158,6 +159,6 @@ def merge(existing: Qrels, labels: Labels, source: str | None = None) -> tuple[Q
             else:
                 raise InputError(f"pair ({qid}, {doc}) is already judged {old}; labelled {label} here",
                                  source, labels.lines.get((qid, doc)), "score")
-    return merged, {"labelled": sum(len(v) for v in labels.qrels.values()), "unlabelled": labels.unlabelled,
+    return merged, {"labelled": sum(len(v) for v in labels.qrels.values()),
                     "repeated_same_label": labels.repeated, "added": added, "already_judged_same": agreeing,
                     "judgments": sum(len(v) for v in merged.values())}

@@ -15,7 +15,8 @@ PATHS = Paths(inputs={"--runs": FILE, "--merge": FILE, "--dataset": FOLDER, "--q
 def configure(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--runs", nargs="+", metavar="RUN", help="TREC runs to pool (names: file stems)")
-    mode.add_argument("--merge", metavar="LABELED.tsv", help="a pool tsv with its score column filled in")
+    mode.add_argument("--merge", metavar="LABELED.tsv", help="a pool tsv with its score column filled in (a blank "
+                      "label is an error: delete a row to leave its pair unjudged)")
     parser.add_argument("--dataset", help="BEIR folder: texts for pooling; id checks for --merge")
     parser.add_argument("--depth", type=int, help="documents per run and query to pool (with --runs)")
     parser.add_argument("--qrels", help="existing judgments: skipped when pooling, kept when merging")
@@ -65,8 +66,7 @@ def _merge(args: argparse.Namespace) -> int:
     write_qrels(args.output, merged)
     print(f"merge: {report['labelled']} labelled rows ({report['added']} new judgments, "
           f"{report['already_judged_same']} agreeing with existing ones), {report['repeated_same_label']} "
-          f"rows repeating an earlier row's label, {report['unlabelled']} rows left unlabelled; "
-          f"{report['judgments']} judgments -> {args.output}")
+          f"rows repeating an earlier row's label; {report['judgments']} judgments -> {args.output}")
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FILE, Paths
+from ..core.params_cli import add_params_args, params_of
 
 HELP = "trec_eval-style: measure TREC run files against qrels (TREC or BEIR tsv): nDCG@10, R@100, AP, ..."
 PATHS = Paths(inputs={"qrels": FILE, "runs": FILE}, words=("measures",))
@@ -18,14 +19,15 @@ PATHS = Paths(inputs={"qrels": FILE, "runs": FILE}, words=("measures",))
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("qrels", metavar="QRELS", help="qrels: TREC 4-column or BEIR tsv")
     parser.add_argument("runs", metavar="RUN", nargs="+", help="TREC 6-column run file(s)")
-    parser.add_argument("-m", "--measure", dest="measures", action="append", required=True,
-                        metavar="MEASURE", help="e.g. nDCG@10, R(rel=2)@5, AP, nDCG(gain=exp)@10 (repeatable); "
-                        "Judged@k, the share of the top k the qrels judge, is added at the largest cutoff "
-                        "when none is given")
+    parser.add_argument("-m", "--measure", dest="measures", action="append",
+                        metavar="MEASURE", help="e.g. nDCG@10, R(rel=2)@5, AP, nDCG(gain=exp)@10 (repeatable; "
+                        "default: the params' evaluate.measures); Judged@k, the share of the top k the qrels "
+                        "judge, is added at the largest cutoff when none is given")
     parser.add_argument("--per-query", action="store_true", help="also show every query's values")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--judged-only", action="store_true",
                         help="condensed lists: drop unjudged documents before measuring (trec_eval -J)")
+    add_params_args(parser)
 
 
 def _run_names(paths: list[str]) -> list[str]:
@@ -64,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from ..metrics import parse_measure
     from ..runs import read_run
 
-    measures = list(dict.fromkeys(args.measures))
+    params = params_of(args)  # read (and checked) even when -m names the measures
+    measures = list(dict.fromkeys(args.measures or params.evaluate.measures))
     cutoffs = [parse_measure(m).cutoff for m in measures]  # checks every name before reading files
     judged_k = max([c for c in cutoffs if c is not None], default=10)
     shown = list(dict.fromkeys(measures + judged_measures(measures, judged_k)))
