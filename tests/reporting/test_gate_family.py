@@ -137,8 +137,8 @@ def test_a_declared_retriever_without_results_is_a_blind_gate():
     base = {f"q{i:02d}": {"measures": dict.fromkeys(MEASURES, 0.5)} for i in range(20)}
     j = judge(_gathered([_retriever("bm25", base, base)]), _params(["bm25", "recipes"]), 0.0)
     assert decide(j) == 3
-    assert j.blind == [("recipes", "named in gate.retrievers but has no per-query results under reports/toy/ at "
-                                   "either revision")]
+    assert j.blind == [("recipes", ("named in gate.retrievers but has no per-query results under reports/toy/ at "
+                                   "either revision"))]
 
 
 @pytest.mark.parametrize("declared", [None, ["r0"]])
@@ -160,6 +160,6 @@ def test_a_gated_measure_the_results_lack_is_a_blind_gate():
     params = dataclasses.replace(BASE_PARAMS, gate=GateParams(measures=["nDCG@10", "AP@5"]))
     j = judge(_gathered([_retriever("bm25", base, head)]), params, 0.0)
     assert decide(j) == 3 and not j.judged
-    assert j.blind == [("bm25", "the gated measures are not in its per-query results: AP@5 at main (20 of 20 "
+    assert j.blind == [("bm25", ("the gated measures are not in its per-query results: AP@5 at main (20 of 20 "
                                 "queries, e.g. q00); AP@5 at head (20 of 20 queries, e.g. q00) (add them to "
-                                "evaluate.measures and evaluate again, or gate on measures it has: gate.measures)")]
+                                "evaluate.measures and evaluate again, or gate on measures it has: gate.measures)"))]
