@@ -67,8 +67,7 @@ def _labels(args: argparse.Namespace, params):
 
 def _export(args: argparse.Namespace, params) -> int:
     from ..core.data import read_corpus, read_qrels, read_queries
-    from ..judging import read_pool
-    from ..judging.export import final_labels, merged_qrels, provenance_rows, write_provenance, write_qrels_file
+    from ..judging import export, read_pool
     from ..judging.store import open_store
 
     queries = corpus = None
@@ -79,12 +78,12 @@ def _export(args: argparse.Namespace, params) -> int:
     pool = read_pool(args.pool, queries, corpus) if args.pool else None
     store = open_store(args.db, pool, _labels(args, params), readonly=True)
     state = store.state()
-    final = final_labels(state, store.pairs)
+    final = export.final_labels(state, store.pairs)
     existing = read_qrels(args.qrels, queries, corpus) if args.qrels else {}
-    result = merged_qrels(final, existing, len(store.pairs), args.db)
+    result = export.merged_qrels(final, existing, len(store.pairs), args.db)
     provenance = args.provenance or args.export + PROVENANCE_SUFFIX
-    write_qrels_file(args.export, result.qrels, args.format)
-    write_provenance(provenance, provenance_rows(final, state))
+    export.write_qrels_file(args.export, result.qrels, args.format)
+    export.write_provenance(provenance, export.provenance_rows(final, state))
     print(f"export: {result.new} new judgments ({result.already_judged_same} agreeing with existing ones), "
           f"{result.unjudged} pool pairs without a final label; {result.judgments} judgments -> {args.export}; "
           f"who judged each and when -> {provenance}")
@@ -114,6 +113,7 @@ def _serve(session, host: str, port: int) -> int:
         pass
     finally:
         server.server_close()
+        session.store.close()  # the last connection closed: SQLite folds its WAL back into the file
     print("judge: stopped")
     return 0
 

@@ -280,9 +280,8 @@ _HOST = re.compile(r"[A-Za-z0-9.:-]+")
 @dataclass(frozen=True)
 class JudgeParams(Section):
     """``retrieval-lab judge`` (retrieval_lab/judging): the browser app for labelling a pool."""
-    # labels min_label..max_label, one key each on the page (pool --merge takes 0..2 by default)
-    min_label: int = param(0, between(0, 9))
-    max_label: int = param(2, between(0, 9))
+    min_label: int = param(0, between(0, 9))  # the smallest label: one key each on the page, 0-9
+    max_label: int = param(2, between(0, 9))  # the largest (pool --merge takes 0..2 by default too)
     overlap: float = param(1.0, UNIT)  # share of the queries every assessor judges when --assessors assigns them
     seed: int = param(17, SEED)  # which queries are shared when --assessors assigns them
     host: str = param("127.0.0.1", rules.matches(_HOST, "an IP address or a host name"))  # loopback only

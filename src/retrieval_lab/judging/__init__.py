@@ -22,7 +22,7 @@ from .pool_file import Pool, read_pool
 from .session import Comparison, Session
 from .store import LabelRange, assign, create_store, open_store
 
-__all__ = ["Comparison", "LabelRange", "Pool", "Session", "open_session", "read_pool", "query_terms"]
+__all__ = ["Comparison", "LabelRange", "Pool", "Session", "open_session", "query_terms", "read_pool"]
 
 
 def query_terms(pool: Pool, params: Params) -> dict[str, tuple[str, ...]]:

@@ -322,16 +322,18 @@
     const out = [el("h2", {text: `${s.head} against ${s.base} on ${s.measure}`})];
     const rows = [["before this session", s.before], ["now", s.after],
                   ["if every unjudged were relevant", s.if_all_relevant],
-                  ["if no unjudged were relevant", s.if_none_relevant]];
-    out.push(table("standings", ["judgments", "pairs", "queries", `${s.base}`, `${s.head}`, "difference",
+                  ["if no unjudged were relevant", s.if_none_relevant],
+                  [`if those favouring ${s.head} were relevant`, s.if_favouring_head],
+                  [`if those favouring ${s.base} were relevant`, s.if_favouring_base]];
+    out.push(table("standings", ["judgments", "judged pairs", "queries", `${s.base}`, `${s.head}`, "difference",
       "interval", "verdict", `Judged@${s.depth} ${s.base}`, `Judged@${s.depth} ${s.head}`],
       rows.map(([name, x]) => (x === null ? [name, "–", "–", "–", "–", "–", "–", "nothing to compare", "–", "–"] :
         [name, x.judgments, x.queries, fmt(x.base_mean), fmt(x.head_mean), signed(x.difference),
          `[${signed(x.ci_low)}, ${signed(x.ci_high)}]`, x.verdict, fmt(x.judged_base, 3), fmt(x.judged_head, 3)]))));
     const span = s.difference_range;
     out.push(el("p", {id: "sensitivity-summary", text: `${s.unjudged} unjudged documents in either run's top ` +
-      `${s.depth} (${s.not_in_pool} not in the pool). The difference lies between ` +
-      `${span ? signed(span[0]) : "–"} and ${span ? signed(span[1]) : "–"} depending on them; ` +
+      `${s.depth} (${s.not_in_pool} not in the pool). Labelled as above, they move the difference between ` +
+      `${span ? signed(span[0]) : "–"} and ${span ? signed(span[1]) : "–"}; ` +
       (s.verdict_can_change ? "the verdict can change: judge them." : "the verdict does not depend on them.")}));
     const use = el("button", {type: "button", id: "use-queue", text: state.queue === "sensitivity" ?
       "judging in this order (back to pool order)" : "judge in this order", onclick: () => {

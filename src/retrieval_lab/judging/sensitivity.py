@@ -9,11 +9,14 @@ one run and absent or low in the other has a large effect; one at the same rank 
 documents, ordered by the size of their effect, are the judging queue.
 
 The verdict's sensitivity to what is missing: the comparison (difference, simultaneous interval, verdict)
-as it stands, and again if *every* unjudged document of the top ``depth`` were relevant, and if none were.
-When the two verdicts differ, the comparison cannot be trusted until those documents are judged. (These
-are two uniform scenarios, not the extremes over every labelling, which a mix could exceed.) Before and
-after: the comparison and Judged@depth on the judgments there were before the session, and on those plus
-the session's final labels.
+as it stands, and again under four labellings of the unjudged documents of the top ``depth``: every one
+relevant, none relevant, and the two that favour one side (relevant exactly the documents whose effect
+favours head, or base). The range of the difference is the span over the four; when their verdicts
+differ from each other or from the current one, the comparison turns on documents nobody has judged.
+(The measures are not additive in the documents, so a labelling mixing otherwise could in rare cases go
+beyond the span: it is a range of these labellings, not a bound over all of them.) Before and after: the
+comparison and Judged@depth on the judgments there were before the session, and on those plus the
+session's final labels.
 
 Every number comes from the one metrics engine (:func:`metrics.measure_run`) and the one comparison
 (:func:`comparison.compare_runs`).
@@ -85,17 +88,24 @@ class Sensitivity:
     after: Standing | None
     if_all_relevant: Standing | None
     if_none_relevant: Standing | None
+    if_favouring_head: Standing | None  # relevant: the unjudged documents whose effect is > 0
+    if_favouring_base: Standing | None  # relevant: those whose effect is < 0
     candidates: tuple[Candidate, ...]  # largest effect first
 
     @property
+    def scenarios(self) -> tuple[Standing, ...]:
+        return tuple(s for s in (self.if_all_relevant, self.if_none_relevant, self.if_favouring_head,
+                                 self.if_favouring_base) if s is not None)
+
+    @property
     def difference_range(self) -> tuple[float, float] | None:
-        ends = [s.difference for s in (self.if_all_relevant, self.if_none_relevant) if s is not None]
+        ends = [s.difference for s in self.scenarios]
         return (min(ends), max(ends)) if ends else None
 
     @property
     def verdict_can_change(self) -> bool:
-        """The two scenarios' verdicts differ, or differ from the current one: missing judgments can decide."""
-        verdicts = {s.verdict for s in (self.after, self.if_all_relevant, self.if_none_relevant) if s is not None}
+        """The labellings' verdicts differ from each other or from the current one: missing judgments decide."""
+        verdicts = {s.verdict for s in (self.after, *self.scenarios) if s is not None}
         return len(verdicts) > 1
 
     def to_json(self) -> dict:
@@ -107,6 +117,8 @@ class Sensitivity:
                 "relevant_label": self.relevant, "before": standing(self.before), "after": standing(self.after),
                 "if_all_relevant": standing(self.if_all_relevant),
                 "if_none_relevant": standing(self.if_none_relevant),
+                "if_favouring_head": standing(self.if_favouring_head),
+                "if_favouring_base": standing(self.if_favouring_base),
                 "difference_range": None if span is None else list(span),
                 "verdict_can_change": self.verdict_can_change, "unjudged": len(self.candidates),
                 "not_in_pool": sum(not c.in_pool for c in self.candidates),
@@ -143,15 +155,35 @@ def _defined(judged: dict[str, int], rel: int) -> bool:
     return any(r >= rel for r in judged.values())
 
 
+_Trials = tuple[float | None, tuple[tuple[str, int | None, int | None, float | None], ...]]
+
+
+def _trials(qid: str, judged: dict[str, int], base: Run, head: Run, measure: str, rel: int, depth: int,
+            relevant: int) -> _Trials:
+    """One query's difference now (None: not averaged) and, per unjudged document of either top ``depth``,
+    its ranks and the query's difference were it alone relevant (None: still not averaged)."""
+    now = (_value(qid, judged, head, measure) - _value(qid, judged, base, measure)) if _defined(judged, rel) else None
+    in_base, in_head = _top(base, qid, depth), _top(head, qid, depth)
+    out = []
+    for doc in dict.fromkeys([*in_base, *in_head]):
+        if doc in judged:
+            continue
+        trial = {**judged, doc: relevant}
+        diff = (_value(qid, trial, head, measure) - _value(qid, trial, base, measure)) if _defined(trial, rel) else None
+        out.append((doc, in_base.get(doc), in_head.get(doc), diff))
+    return now, tuple(out)
+
+
 def candidates(qrels: Qrels, base: Run, head: Run, measure: str, depth: int, queries: Iterable[str],
-               relevant: int, pool: Collection[tuple[str, str]]) -> tuple[Candidate, ...]:
+               relevant: int, pool: Collection[tuple[str, str]], memo: dict | None = None) -> tuple[Candidate, ...]:
     """Every unjudged document of either run's top ``depth`` on ``queries``, by the size of its effect on the
     mean difference (then best rank, query, document). A query without a positive is not averaged now;
-    judging one document relevant adds it to the mean, and the effect says what that does."""
+    judging one document relevant adds it to the mean, and the effect says what that does.
+
+    ``memo`` (a dict kept by the caller for these runs, measure, depth and label): each query's trials are
+    reused while its judgments are unchanged, so a label costs the measures of one query, not of all.
+    """
     m = parse_measure(measure)
-    queries = list(dict.fromkeys(queries))
-    current = {q: qrels[q] for q in queries if q in qrels and _defined(qrels[q], m.rel)}
-    diffs = {q: _value(q, j, head, measure) - _value(q, j, base, measure) for q, j in current.items()}
     # the mean over every query the measure averages now (those outside ``queries`` too)
     n, total = 0, 0.0
     if any(_defined(j, m.rel) for j in qrels.values()):
@@ -159,48 +191,53 @@ def candidates(qrels: Qrels, base: Run, head: Run, measure: str, depth: int, que
         head_values = measure_run(qrels, head, [measure]).per_query
         averaged = [q for q, v in base_values.items() if measure in v]
         n, total = len(averaged), sum(head_values[q][measure] - base_values[q][measure] for q in averaged)
+    memo = {} if memo is None else memo
     found = []
-    for qid in queries:
+    for qid in dict.fromkeys(queries):
         judged = qrels.get(qid, {})
-        in_base, in_head = _top(base, qid, depth), _top(head, qid, depth)
-        for doc in dict.fromkeys([*in_base, *in_head]):
-            if doc in judged:
-                continue
-            trial = {**judged, doc: relevant}
-            if not _defined(trial, m.rel):
+        key = tuple(sorted(judged.items()))
+        hit = memo.get(qid)
+        if hit is None or hit[0] != key:
+            hit = memo[qid] = (key, _trials(qid, judged, base, head, m.name, m.rel, depth, relevant))
+        now, trials = hit[1]
+        for doc, base_rank, head_rank, diff in trials:
+            if diff is None:
                 effect = 0.0  # "relevant" is below the measure's threshold: nothing moves
+            elif now is not None:
+                effect = (diff - now) / n
             else:
-                diff = _value(qid, trial, head, measure) - _value(qid, trial, base, measure)
-                if qid in diffs:
-                    effect = (diff - diffs[qid]) / n
-                else:
-                    effect = (total + diff) / (n + 1) - (total / n if n else 0.0)
-            found.append(Candidate(qid, doc, in_base.get(doc), in_head.get(doc), effect, (qid, doc) in pool))
+                effect = (total + diff) / (n + 1) - (total / n if n else 0.0)
+            found.append(Candidate(qid, doc, base_rank, head_rank, effect, (qid, doc) in pool))
     best = {c.pair: min(r for r in (c.base_rank, c.head_rank) if r is not None) for c in found}
     return tuple(sorted(found, key=lambda c: (-abs(c.effect), best[c.pair], c.query_id, c.doc_id)))
 
 
-def scenario(qrels: Qrels, found: Iterable[Candidate], label: int) -> Qrels:
-    """``qrels`` with every candidate judged ``label``."""
+def scenario(qrels: Qrels, found: Iterable[Candidate], relevant: int, not_relevant: int,
+             which=lambda c: True) -> Qrels:
+    """``qrels`` with every candidate judged: ``relevant`` where ``which(candidate)``, else ``not_relevant``."""
     out = {q: dict(j) for q, j in qrels.items()}
     for c in found:
-        out.setdefault(c.query_id, {})[c.doc_id] = label
+        out.setdefault(c.query_id, {})[c.doc_id] = relevant if which(c) else not_relevant
     return out
 
 
 def sensitivity(base: Run, head: Run, before: Qrels, after: Qrels, measure: str, depth: int, relevant: int,
                 not_relevant: int, queries: Iterable[str], pool: Collection[tuple[str, str]],
-                ci_level: float, permutations: int, seed: int, names: tuple[str, str] = ("base", "head")
-                ) -> Sensitivity:
+                ci_level: float, permutations: int, seed: int, names: tuple[str, str] = ("base", "head"),
+                memo: dict | None = None) -> Sensitivity:
     """The judging queue and the verdict's sensitivity for ``base`` against ``head`` (module docstring)."""
     parsed = parse_measure(measure)
     if depth < 1:
         raise InputError(f"depth must be positive, got {depth}", field="judge.depth")
     queries = list(dict.fromkeys([*queries, *after]))
-    found = candidates(after, base, head, parsed.name, depth, queries, relevant, pool)
+    found = candidates(after, base, head, parsed.name, depth, queries, relevant, pool, memo)
 
     def judge(qrels: Qrels) -> Standing | None:
         return standing(qrels, base, head, parsed.name, depth, ci_level, permutations, seed)
 
+    def labelled(which) -> Standing | None:
+        return judge(scenario(after, found, relevant, not_relevant, which))
+
     return Sensitivity(names[0], names[1], parsed.name, depth, relevant, judge(before), judge(after),
-                       judge(scenario(after, found, relevant)), judge(scenario(after, found, not_relevant)), found)
+                       labelled(lambda c: True), labelled(lambda c: False), labelled(lambda c: c.effect > 0),
+                       labelled(lambda c: c.effect < 0), found)

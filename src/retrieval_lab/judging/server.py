@@ -123,7 +123,7 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format, *args) -> None:  # noqa: A002 - BaseHTTPRequestHandler's signature
+    def log_message(self, format, *args) -> None:
         pass  # a request line holds the token: nothing is logged
 
     # ------------------------------------------------------------------ plumbing
@@ -201,13 +201,13 @@ class Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.BAD_REQUEST, str(exc))
         except ConnectionError:  # the tab went away before its answer: whatever it asked is done or not begun
             self.close_connection = True
-        except Exception:  # a bug: said in one line to the page, the traceback on the server's stderr
+        except Exception:  # noqa: BLE001 - a bug: one line to the page, the traceback on the server's stderr
             traceback.print_exc(file=sys.stderr)
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (see the server's output)")
 
     # ------------------------------------------------------------------ methods
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's names
+    def do_GET(self) -> None:  # http.server's names
         routed = self._route()
         if routed is None:
             return
@@ -238,7 +238,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._error(HTTPStatus.NOT_FOUND, "not found")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         routed = self._route()
         if routed is None:
             return
@@ -270,7 +270,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._error(HTTPStatus.NOT_FOUND, "not found")
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self._error(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
 
     do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD  # no preflight is ever granted
@@ -279,5 +279,6 @@ class Handler(BaseHTTPRequestHandler):
 def start(session: Session, host: str = "127.0.0.1", port: int = 0) -> JudgeServer:
     """A server answering in a background thread (tests, notebooks); ``shutdown()`` then ``server_close()``."""
     server = JudgeServer(session, host, port)
-    threading.Thread(target=server.serve_forever, name="judge-server", daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="judge-server",
+                     daemon=True).start()
     return server

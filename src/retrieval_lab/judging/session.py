@@ -88,6 +88,7 @@ class Session:
         self._items = {item.pair: item for item in pool.items}
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[object, object]] = {}  # name -> (key, value)
+        self._memo: dict = {}  # sensitivity's per-query trials (one comparison per session)
 
     # ------------------------------------------------------------------ who judges what
 
@@ -191,7 +192,7 @@ class Session:
         key = tuple(sorted((q, d, r) for q, j in judged.items() for d, r in j.items()))
         return self._cached("candidates", key, lambda: candidates(
             judged, c.base, c.head, c.measure, c.depth, self.pool.queries, self.store.labels.high,
-            set(self.pool.pairs)))
+            set(self.pool.pairs), self._memo))
 
     def sensitivity(self) -> Sensitivity:
         c = self.comparison
@@ -203,4 +204,4 @@ class Session:
         return self._cached("sensitivity", key, lambda: sensitivity(
             c.base, c.head, self.existing, judged, c.measure, c.depth, self.store.labels.high,
             self.store.labels.low, self.pool.queries, set(self.pool.pairs), c.ci_level, c.permutations, c.seed,
-            (c.base_name, c.head_name)))
+            (c.base_name, c.head_name), self._memo))

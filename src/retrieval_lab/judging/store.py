@@ -1,10 +1,11 @@
 """Judgments in SQLite: one row per act (a label, a skip, an undo, an adjudication), never changed.
 
 Why SQLite: one file the user keeps beside the pool, written by several threads (two browser tabs)
-without losing a row, each label durable once its request returns (a process killed with SIGKILL
+without losing a row, each label committed before its request returns (a process killed with SIGKILL
 loses at most the label being typed), and readable by any tool. The database runs in WAL mode with
-``synchronous=FULL``; every write is one ``BEGIN IMMEDIATE`` transaction, so concurrent writers queue
-instead of overwriting each other.
+``synchronous=NORMAL`` (a commit is in the WAL file when it returns; the fsync waits for a checkpoint, so
+only a crash of the machine itself, not of the process, could lose the newest labels); every write is one
+``BEGIN IMMEDIATE`` transaction, so concurrent writers queue instead of overwriting each other.
 
 Append-only: triggers refuse UPDATE and DELETE on ``judgment``. An undo is a row of its own that names
 the row it takes back, so the history keeps both; the label in force for (assessor, query, document) is
@@ -21,12 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import queue
 import random
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -176,14 +178,14 @@ def assign(queries: Sequence[str], assessors: Sequence[str], overlap: float, see
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _time_ok(text: object) -> bool:
     if not isinstance(text, str):
         return False
     try:
-        datetime.fromisoformat(text.replace("Z", "+00:00"))
+        datetime.fromisoformat(text)  # Python 3.11 reads the "Z"
     except ValueError:
         return False
     return True
@@ -191,24 +193,40 @@ def _time_ok(text: object) -> bool:
 
 @dataclass
 class Store:
-    """A judgments database, checked when opened; every method opens its own connection (thread-safe)."""
+    """A judgments database, checked when opened. Thread-safe: each call takes a connection of its own from a
+    small pool (one thread at a time per connection) and gives it back; kept open, they spare every request
+    the checkpoint SQLite makes when its last connection closes. :meth:`close` closes them."""
 
     path: Path
     labels: LabelRange
     pairs: tuple[Pair, ...]  # the pool's pairs, in its order
     readonly: bool = False
     _in_pool: frozenset[Pair] = field(init=False, repr=False)
+    _idle: queue.SimpleQueue = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._in_pool = frozenset(self.pairs)
+        self._idle = queue.SimpleQueue()
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        con = _connect(self.path, self.readonly)
+        try:
+            con = self._idle.get_nowait()
+        except queue.Empty:
+            con = _connect(self.path, self.readonly, shared=True)
         try:
             yield con
-        finally:
-            con.close()
+        except BaseException:
+            con.close()  # a connection that failed midway is not lent again
+            raise
+        self._idle.put(con)
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
 
     # ------------------------------------------------------------------ reading
 
@@ -285,7 +303,7 @@ class Store:
     def set_assignment(self, assignment: dict[str, list[str]]) -> bool:
         """Store the assignment once; the same again is accepted (False), a different one refused."""
         wanted = {(a, q) for a, qs in assignment.items() for q in qs}
-        queries = set(q for q, _ in self.pairs)
+        queries = {q for q, _ in self.pairs}
         for _, q in wanted:
             if q not in queries:
                 raise InputError(f"query {q!r} is not in the pool", field="--assessors")
@@ -312,12 +330,16 @@ def _transaction(con: sqlite3.Connection) -> Iterator[None]:
     con.execute("COMMIT")
 
 
-def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+def _connect(path: Path, readonly: bool, shared: bool = False) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit); ``shared``: usable from any thread, one at
+    a time (the store's pool hands each to one call)."""
     mode = "ro" if readonly else "rw"
     con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode={mode}", uri=True, timeout=_BUSY_MS / 1000,
-                          isolation_level=None, check_same_thread=True)
+                          isolation_level=None, check_same_thread=not shared)
     con.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
-    con.execute("PRAGMA synchronous = FULL")  # a returned label is on disk
+    # a committed label is in the WAL file before the call returns, so a killed process (SIGKILL) loses none;
+    # NORMAL leaves the fsync to checkpoints, so only a crash of the machine itself could lose the newest
+    con.execute("PRAGMA synchronous = NORMAL")
     return con
 
 
