@@ -325,7 +325,7 @@
                   ["if no unjudged were relevant", s.if_none_relevant],
                   [`if those favouring ${s.head} were relevant`, s.if_favouring_head],
                   [`if those favouring ${s.base} were relevant`, s.if_favouring_base]];
-    out.push(table("standings", ["judgments", "judged pairs", "queries", `${s.base}`, `${s.head}`, "difference",
+    out.push(table("standings", ["with the labels", "judged pairs", "queries", `${s.base}`, `${s.head}`, "difference",
       "interval", "verdict", `Judged@${s.depth} ${s.base}`, `Judged@${s.depth} ${s.head}`],
       rows.map(([name, x]) => (x === null ? [name, "–", "–", "–", "–", "–", "–", "nothing to compare", "–", "–"] :
         [name, x.judgments, x.queries, fmt(x.base_mean), fmt(x.head_mean), signed(x.difference),

@@ -12,7 +12,8 @@ Safety:
 * every URL carries a random token made at each start (``/TOKEN/``); without it every path is 404, and the
   token is never logged (the request log is off) nor sent on (``Referrer-Policy: no-referrer``);
 * every write (POST) must carry the page's CSRF token in the ``X-Judge-CSRF`` header, a JSON body and, when
-  the browser sends one, its own Origin: a form or a script on another site can do none of these;
+  the browser sends one, an Origin equal to the page's own: a form or a script on another site can do none
+  of these (no CORS preflight is ever granted);
 * the page's content security policy forbids every script but its own (by hash), every request but to
   itself, frames and forms; the script inserts every text with ``textContent``, never as HTML.
 """
@@ -25,6 +26,7 @@ import hmac
 import ipaddress
 import json
 import secrets
+import socket
 import sys
 import threading
 import traceback
@@ -77,9 +79,10 @@ class JudgeServer(ThreadingHTTPServer):
     """Serves one session at ``url`` (its token inside) until shut down."""
 
     daemon_threads = True
-    allow_reuse_address = False  # a second server on the same port is an error, not a silent takeover
 
     def __init__(self, session: Session, host: str = "127.0.0.1", port: int = 0):
+        if ":" in host:
+            self.address_family = socket.AF_INET6
         super().__init__((host, port), Handler)
         self.session = session
         self.token = secrets.token_urlsafe(24)  # 192 random bits, new at each start
@@ -88,8 +91,10 @@ class JudgeServer(ThreadingHTTPServer):
         self.port = self.server_address[1]
         shown = f"[{host}]" if ":" in host else host
         self.origin = f"http://{shown}:{self.port}"
-        self.hosts = {f"{shown}:{self.port}"} | ({f"localhost:{self.port}", f"127.0.0.1:{self.port}"}
-                                                   if is_loopback(host) else set())
+        # the Host headers answered: on the loopback, this address's names only (a page elsewhere reaching
+        # 127.0.0.1 through a name of its own is refused); on another address, any (the token still guards)
+        self.hosts = ({f"{shown}:{self.port}", f"localhost:{self.port}", f"127.0.0.1:{self.port}"}
+                      if is_loopback(host) else None)
         boot = {"csrf": self.csrf, "labels": session.store.labels.to_json(), "assessors": list(session.assessors()),
                 "queues": list(QUEUES), "comparison": None if session.comparison is None else {
                     "base": session.comparison.base_name, "head": session.comparison.head_name,
@@ -149,7 +154,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _route(self) -> tuple[str, dict[str, list[str]]] | None:
         """The path after the token and the query's parameters; None when the request was answered here."""
-        if self.headers.get("Host", "") not in self.server.hosts:
+        if self.server.hosts is not None and self.headers.get("Host", "") not in self.server.hosts:
             self._error(HTTPStatus.FORBIDDEN, "unexpected Host header")
             return None
         parts = urlsplit(self.path)
@@ -170,7 +175,7 @@ class Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.FORBIDDEN, f"missing or wrong {CSRF_HEADER} header")
             return None
         origin = self.headers.get("Origin")
-        if origin is not None and origin != self.server.origin:
+        if origin is not None and origin != f"http://{self.headers.get('Host', '')}":  # same origin only
             self._error(HTTPStatus.FORBIDDEN, "request from another origin")
             return None
         if self.headers.get_content_type() != "application/json":
