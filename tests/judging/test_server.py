@@ -82,6 +82,27 @@ def test_every_write_needs_the_csrf_token_a_json_body_and_its_own_origin(served)
     assert status == 400 and "outside 0..2" in json.loads(answer)["error"]
 
 
+def test_on_another_address_any_host_is_answered_and_a_write_must_come_from_the_page_it_asks(tmp_path):
+    from retrieval_lab.judging.server import JudgeServer
+
+    session = open_session(write_tiny_pool(tmp_path / "pool.tsv"), tmp_path / "j.sqlite", Params())
+    server = JudgeServer(session, "0.0.0.0", 0)  # what --host 0.0.0.0 asks for: the network may reach it
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        token = urlsplit(server.url).path
+        host = {"Host": f"192.0.2.7:{server.port}"}  # the machine's address as another computer names it
+        assert _raw(server, "GET", token, headers=host)[0] == 200
+        assert _raw(server, "GET", "/", headers=host)[0] == 404  # the token still guards
+        body = json.dumps({"assessor": "ann", "query_id": "q1", "doc_id": "d1", "label": 1}).encode()
+        headers = {**host, "Content-Type": "application/json", "X-Judge-CSRF": server.csrf}
+        assert _raw(server, "POST", token + "api/label", body, {**headers, "Origin": "http://evil.example"})[0] == 403
+        assert _raw(server, "POST", token + "api/label", body,
+                    {**headers, "Origin": f"http://192.0.2.7:{server.port}"})[0] == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_two_tabs_writing_at_once_lose_nothing(served):
     tabs = [Assessor(served.url, "alice", served.csrf), Assessor(served.url, "alice", served.csrf)]
     barrier, errors = threading.Barrier(2), []
