@@ -16,6 +16,9 @@ A database from elsewhere is checked when opened (:func:`open_store`): its forma
 schema, SQLite's own quick check, the pool it was made for and every row (assessor name, kind, label in
 range, pair in the pool, what an undo names, the time); each problem is one line naming the file, the
 row id (in the place of a line number) and the field.
+
+Over 400 lines on purpose: one concern, the judgments file, whose writing and every check of it live here so
+that no other module touches the database.
 """
 
 from __future__ import annotations
