@@ -19,7 +19,7 @@ LAYERS = [
     ("pipeline_names", "runs", "report_files", "metrics", "stats", "tokenizer", "diagnosis", "encoder", "model_files", "retrievers",
      "fusion", "losses", "negatives", "distributed", "generate", "prepare", "judgment_pool", "inspection",
      "reproducibility", "mining", "pr_comment", "latency", "exit_codes"),
-    ("evaluation", "comparison", "training", "experiments_table", "reporting", "page"),
+    ("evaluation", "comparison", "training", "experiments_table", "reporting", "page", "judging"),
     ("commands",),
     ("cli", "publishing"),  # publishing renders committed results through the CLI's commands
     ("",),  # retrieval_lab itself: names loaded on first use, from any layer

@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 from beir_fixtures import REPO
 from command_runner import run_command
+from judge_fixtures import judge_in_app
 
+from retrieval_lab.core.data import read_qrels
+from retrieval_lab.metrics import measure_run
 from retrieval_lab.runs import read_run
 
 EXAMPLE = REPO / "docs" / "examples" / "recipes"
@@ -119,6 +122,14 @@ def test_the_recipe_case_end_to_end(work, capsys):
         assert metrics[name]["RR@3"] == pytest.approx(rr, abs=1e-12)
         assert metrics[name]["AP@3"] == pytest.approx(ap, abs=1e-12)
         assert metrics[name]["latency"]["queries"] == 50 and metrics[name]["latency"]["concurrency"] == 1
+
+    # the same pool judged in the app (retrieval-lab judge) by a scripted annotator: the same qrels, RR@3 and AP@3
+    assert judge_in_app(Path("pool.tsv"), "beir", lambda q, d: int(d in key[q]), "judgments.sqlite", 1) == pooled
+    assert run_command("judge", ["--db", "judgments.sqlite", "--export", "qrels-app.tsv"]) == 0
+    assert Path("qrels-app.tsv").read_bytes() == Path("qrels-test.tsv").read_bytes()
+    app = read_qrels("qrels-app.tsv")
+    for name in RUNS:
+        assert measure_run(app, runs[name], ["RR@3", "AP@3"]).means == {m: metrics[name][m] for m in ("RR@3", "AP@3")}
     assert metrics["minilm-k3"]["RR@3"] == metrics["minilm-k10"]["RR@3"]
     assert metrics["minilm-k3"]["RR@3"] > 0.6  # the base model finds most recipes: the example is no strawman
 

@@ -49,6 +49,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "table": "table",
         "pr-comment": "pr_comment",
         "pool": "pool",
+        "judge": "judge",
         "inspect-embeddings": "inspect_embeddings",
     },
     "teaching and checking": {

@@ -285,6 +285,28 @@ class GateParams(Section):
     measures: list[str] | None = param(None, each(MEASURE_NAME))  # null: compare.measure and compare.key_measures
 
 
+_HOST = re.compile(r"[A-Za-z0-9.:-]+")
+
+
+@dataclass(frozen=True)
+class JudgeParams(Section):
+    """``retrieval-lab judge`` (retrieval_lab/judging): the browser app for labelling a pool."""
+    min_label: int = param(0, between(0, 9))  # the smallest label: one key each on the page, 0-9
+    max_label: int = param(2, between(0, 9))  # the largest (pool --merge takes 0..2 by default too)
+    overlap: float = param(1.0, UNIT)  # share of the queries every assessor judges when --assessors assigns them
+    seed: int = param(17, SEED)  # which queries are shared when --assessors assigns them
+    host: str = param("127.0.0.1", rules.matches(_HOST, "an IP address or a host name"))  # loopback only
+    port: int = param(0, between(0, 65535))  # 0: a free port, printed with the page's address
+    measure: str | None = param(None, MEASURE_NAME)  # the key measure of --base against --head (null: compare.measure)
+    # ranks of each run whose unjudged documents are weighed, for a measure without a cutoff (else its cutoff)
+    depth: int = param(10, POSITIVE)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.min_label > self.max_label:
+            raise InputError(f"min_label {self.min_label} is above max_label {self.max_label}", field="judge.max_label")
+
+
 _CALLABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -343,6 +365,7 @@ class Params(Section):
     evaluate: EvaluateParams = param(factory=EvaluateParams)
     compare: CompareParams = param(factory=CompareParams)
     gate: GateParams = param(factory=GateParams)
+    judge: JudgeParams = param(factory=JudgeParams)
     # your own retrievers: run name -> how to call it (none by default; docs/own-retriever.md)
     external: dict[str, ExternalRetriever] = param(factory=dict)
 
