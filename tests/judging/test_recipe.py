@@ -170,7 +170,7 @@ def test_the_documented_judging_commands_as_written(user, capsys):
     for name in ("bm25", "dense"):
         run = read_run(f"{name}.trec")
         assert measure_run(app, run, ["RR@3", "AP@3"]).means == measure_run(tsv, run, ["RR@3", "AP@3"]).means
-    table = next(out for out in printed if out.startswith("base: bm25.trec"))
+    table = next(out for out in printed if out.startswith("base (baseline): bm25.trec"))
     assert re.search(r"^RR@3 ", table, re.MULTILINE) and re.search(r"^AP@3 ", table, re.MULTILINE)
 
     # the team's export: the key's label wherever two assessors saw a pair (adjudicated where carol erred);

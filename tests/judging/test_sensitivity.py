@@ -43,14 +43,14 @@ def test_the_unjudged_documents_by_their_effect_and_the_range_of_the_difference(
     assert all((c.base_rank, c.head_rank) == (1, None) and c.effect == pytest.approx(-1 / N) for c in first)
     assert all((c.base_rank, c.head_rank, c.doc_id[0]) == (None, 2, "y") and c.effect == pytest.approx(0.25 / N)
                for c in report.candidates[N:])
-    assert report.after.difference == pytest.approx(0.5) and report.after.verdict == "head better"
+    assert report.after.difference == pytest.approx(0.5) and report.after.verdict == "candidate better"
     assert (report.after.judged_base, report.after.judged_head) == (0.5, 0.5)  # Judged@2
     assert report.if_none_relevant.difference == pytest.approx(0.5)
     assert report.if_all_relevant.difference == pytest.approx(0.0)  # both (1 + 2/2)/3
     assert report.if_all_relevant.verdict == "no significant difference"
     assert report.if_favouring_head.difference == pytest.approx(0.75)
     assert report.if_favouring_base.difference == pytest.approx(-0.5)
-    assert report.if_favouring_base.verdict == "base better"
+    assert report.if_favouring_base.verdict == "baseline better"
     assert report.difference_range == pytest.approx((-0.5, 0.75)) and report.verdict_can_change
 
 
@@ -102,7 +102,7 @@ def test_judging_the_queue_flips_the_verdict(tmp_path):
         server.shutdown()
         server.server_close()
     assert hidden["candidates"] == [] and len(shown["candidates"]) == N  # the y_i, still unjudged
-    assert hidden["before"]["verdict"] == "head better" and hidden["before"]["difference"] == pytest.approx(0.5)
-    assert hidden["after"]["verdict"] == "base better" and hidden["after"]["difference"] == pytest.approx(-0.5)
+    assert hidden["before"]["verdict"] == "candidate better" and hidden["before"]["difference"] == pytest.approx(0.5)
+    assert hidden["after"]["verdict"] == "baseline better" and hidden["after"]["difference"] == pytest.approx(-0.5)
     assert (hidden["before"]["judged_base"], hidden["after"]["judged_base"]) == (0.5, 1.0)
     assert hidden["before"]["judgments"] == N and hidden["after"]["judgments"] == 2 * N

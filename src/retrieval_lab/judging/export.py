@@ -78,7 +78,7 @@ def merged_qrels(final: Final, existing: Qrels, pool_size: int, source: str) -> 
         q, d = final.disputed[0]
         raise InputError(f"{len(final.disputed)} pair(s) labelled differently and not adjudicated, first ({q}, {d}): "
                          "settle them in the page's adjudication view first", source, field="--export")
-    labels = Labels(final.qrels, dict(final.rows), 0, 0)
+    labels = Labels(final.qrels, dict(final.rows), 0)
     merged, report = merge(existing, labels, source)
     return Export(merged, report["added"], report["already_judged_same"], report["judgments"],
                   pool_size - len(final.labels))

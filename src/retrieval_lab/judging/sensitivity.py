@@ -143,7 +143,7 @@ def standing(qrels: Qrels, base: Run, head: Run, measure: str, depth: int, ci_le
     base_judged = measure_run(qrels, base, [judged]).means[judged]
     head_judged = measure_run(qrels, head, [judged]).means[judged]
     return Standing(sum(len(v) for v in qrels.values()), row.test.queries, row.baseline_mean, row.candidate_mean,
-                    row.test.mean_difference, row.test.low, row.test.high, row.verdict("head", "base"),
+                    row.test.mean_difference, row.test.low, row.test.high, row.verdict(),
                     base_judged, head_judged)
 
 
