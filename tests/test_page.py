@@ -69,8 +69,8 @@ def test_the_page_data_of_a_hand_made_pair():
     assert data["depth"] == 2
     assert [[docs[d], g] for d, g in data["qrels"][0]] == [["d1", 2], ["d9", 1], ["d2", 0]]
     # ranks of q1's judged documents in the whole run (graded order: d1, d9, d2), not only the stored depth
-    assert data["positive_ranks"][0] == [[1, None, 2], [3]]
-    assert data["positive_ranks"][1] == [[2, None, None], [1]]
+    assert data["judged_ranks"][0] == [[1, None, 2], [3]]
+    assert data["judged_ranks"][1] == [[2, None, None], [1]]
     assert data["judged"] == [[1.0, 0.0], [0.5, 0.5]]  # share of the top 2 with a judgment
     assert data["values"] == [{"RR": [1.0, 1 / 3]}, {"RR": [0.5, 1.0]}]
     assert data["classes"] == [[IN_TOP_K, IN_TOP_K], ["late_rank", IN_TOP_K]]

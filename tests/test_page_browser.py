@@ -231,3 +231,21 @@ def test_a_page_from_two_runs_alone_contrasts_them_by_rbo(tmp_path, browser):
     opened.page.click("tr[data-query=q2]")
     assert _column(opened.page, "left") == ["a", "b"] and _column(opened.page, "right") == ["b", "a"]
     assert opened.requests == [opened.url] and opened.errors == []
+
+
+def test_a_query_whose_run_found_no_positive_says_so(tmp_path, browser):
+    # issue 51: a judged non-relevant document at rank 1 read "not_retrieved (first positive at rank 1)"
+    base, head = tmp_path / "base.trec", tmp_path / "head.trec"
+    base.write_text("q1 Q0 n 1 2 x\nq1 Q0 o 2 1 x\n")  # n: judged 0; the positive p never retrieved
+    head.write_text("q1 Q0 p 1 2 y\nq1 Q0 n 2 1 y\n")
+    data = write_beir(tmp_path / "data", [{"_id": d, "title": "", "text": f"text {d}"} for d in "nop"],
+                      [{"_id": "q1", "text": "text p"}], {"test": [("q1", "n", 0), ("q1", "p", 1)]})
+    out = tmp_path / "page.html"
+    assert run_command("page", [str(base), str(head), "--output", str(out), "--qrels", str(data / "qrels" / "test.tsv"),
+                                "--dataset", str(data)]) == 0
+    opened = open_page(browser, out)
+    opened.page.click("tr[data-query=q1]")
+    words = opened.page.eval_on_selector_all("#diagnosis li", "els => els.map(e => e.textContent)")
+    assert words[0].startswith("base.trec: not_retrieved") and words[0].endswith("(no positive retrieved).")
+    assert words[1] == "head.trec: in_top_k — a positive is in the top k (first positive at rank 1)."
+    assert opened.errors == []

@@ -190,8 +190,9 @@
   }
   function diagnosisWords(run, q) {
     const cls = DATA.classes[run][q];
-    const ranks = DATA.positive_ranks[run][q];
-    const found = (ranks || []).filter((r) => r !== null);
+    const ranks = DATA.judged_ranks[run][q];
+    // the judged documents' ranks, in DATA.qrels[q]'s order: a positive is one graded above 0
+    const found = (ranks || []).filter((r, i) => r !== null && DATA.qrels[q][i][1] > 0);
     const where = ranks === null ? "" : found.length ? `first positive at rank ${Math.min(...found)}`
                                                      : "no positive retrieved";
     if (cls === null) return `${runName(run)}: ${where || "no diagnosis or judgments on this page"}.`;
@@ -239,7 +240,7 @@
     qrel.forEach(([d, g], i) => {
       if (g <= 0 || shown[0].has(d) || shown[1].has(d)) return;
       const where = [a, b].map((r) => {
-        const rank = DATA.positive_ranks[r][q] ? DATA.positive_ranks[r][q][i] : null;
+        const rank = DATA.judged_ranks[r][q] ? DATA.judged_ranks[r][q][i] : null;
         return `${runName(r)}: ${rank === null ? "not retrieved" : "rank " + rank}`;
       }).join("; ");
       rows.push(el("li", {"data-doc": DATA.docs.id[d]}, [

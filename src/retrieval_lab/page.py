@@ -190,7 +190,8 @@ class Page:
     judged: tuple[list, ...]  # per run: share of the top k with a judgment, per query (None: no qrels)
     judged_k: int
     rankings: tuple[list, ...]  # per run: document indices per query (None: not in the run)
-    positive_ranks: tuple[list, ...]  # per run, per query: rank of each positive of qrels[q] (None: absent)
+    # per run, per query: rank of each judged document of qrels[q], graded 0 too, in qrels[q]'s order (None: absent)
+    judged_ranks: tuple[list, ...]
     qrels: tuple[list, ...]  # per query: [[document index, grade], ...] (None: no judgments)
     rbo: tuple[list, ...]  # per pair: RBO per query (None: in neither run)
     doc_ids: tuple[str, ...]
@@ -206,7 +207,7 @@ class Page:
                             "terms": [list(t) for t in self.terms]},
                 "values": list(self.values), "classes": list(self.classes), "class_words": CLASS_WORDS,
                 "judged": list(self.judged), "judged_k": self.judged_k, "rankings": list(self.rankings),
-                "positive_ranks": list(self.positive_ranks), "qrels": list(self.qrels), "rbo": list(self.rbo),
+                "judged_ranks": list(self.judged_ranks), "qrels": list(self.qrels), "rbo": list(self.rbo),
                 "docs": {"id": list(self.doc_ids), "text": list(self.doc_texts)}, "depth": self.depth,
                 "measure": self.measure if self.measure in self.measures else None}
 
@@ -264,7 +265,7 @@ def build_page(title: str, summary: Summary, runs: list[RunData], pairs: list[tu
     def doc(d: str) -> int:
         return docs.setdefault(d, len(docs))
 
-    rankings, positive_ranks, values, classes, judged = [], [], [], [], []
+    rankings, judged_ranks, values, classes, judged = [], [], [], [], []
     judgments = []
     for qid in qids:
         judgments.append(None if qrels is None or qid not in qrels else
@@ -285,7 +286,7 @@ def build_page(title: str, summary: Summary, runs: list[RunData], pairs: list[tu
             positions.append([where.get(d) for d, g in sorted(ids.items(), key=lambda x: (-x[1], x[0]))])
             judged_share.append(sum(d in ids for d in (order or [])[:judged_k]) / judged_k)
         rankings.append(ranks)
-        positive_ranks.append(positions)
+        judged_ranks.append(positions)
         judged.append(judged_share)
         values.append({m: [_finite(float(vals[q][m])) if q in vals else None for q in qids]
                        for m in measures})
@@ -307,7 +308,7 @@ def build_page(title: str, summary: Summary, runs: list[RunData], pairs: list[tu
                 tuple(None if strata is None or q not in strata else ("seen" if strata[q] else "unseen")
                       for q in qids),
                 tuple(terms), tuple(values), tuple(classes), tuple(judged), judged_k, tuple(rankings),
-                tuple(positive_ranks), tuple(judgments), tuple(contrast), tuple(doc_ids), tuple(texts), stored, note,
+                tuple(judged_ranks), tuple(judgments), tuple(contrast), tuple(doc_ids), tuple(texts), stored, note,
                 measure)
 
 
