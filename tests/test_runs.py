@@ -107,6 +107,6 @@ def test_read_run_refuses_columns_it_would_have_to_guess(tmp_path, line, field, 
 @pytest.mark.parametrize("run,tag", [({"q 1": {"d1": 1.0}}, "t"), ({"q1": {"d\t1": 1.0}}, "t"),
                                      ({"q1": {"d1": 1.0}}, "my tag"), ({"q1": {"d1": 1.0}}, "")])
 def test_write_run_refuses_what_its_reader_would_refuse(tmp_path, run, tag):
-    with pytest.raises(ValueError, match="a TREC run cannot carry it|one non-empty word"):
+    with pytest.raises(ValueError, match="TREC runs and qrels cannot carry it|one non-empty word"):
         write_run(tmp_path / "r.trec", run, tag=tag)
     assert list(tmp_path.iterdir()) == []

@@ -319,8 +319,20 @@ def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str
 
     ``family_level``, ``permutations`` and ``seed`` default to params' ``evaluate.ci_level``,
     ``evaluate.permutations`` and ``evaluate.seed``, as ``compare-runs`` uses them.
+
+    Refused (:class:`InputError`), as ``compare-runs`` refuses them in files: a score that is not a finite
+    number, a grade that is not an integer, an id a TREC file cannot carry, a run sharing no query with
+    ``qrels``, an unknown measure name.
     """
+    from .core import checks
     from .core.params import EvaluateParams
+
+    for name in checks.check_measures(measures):
+        parse_measure(name)
+    checks.check_qrels(qrels)
+    for which, run in (("base_run", base_run), ("head_run", head_run)):
+        checks.check_run(run, which)
+        checks.check_overlap(qrels, run, name=which)
 
     defaults = EvaluateParams()
     family_level = defaults.ci_level if family_level is None else family_level

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import metrics, report_files
+from .core import checks
 from .core.atomic import atomic_path, record_written
 from .core.data import Doc, Qrels, Query, empty_documents_note, load_dataset, positives, read_qrels
-from .core.errors import InputError
 from .core.params import Params
 from .diagnosis import Diagnosis, diagnose
 from .latency import read_summary
@@ -59,11 +59,8 @@ def judged_measures(measures: list[str], k: int) -> list[str]:
 
 
 def check_overlap(qrels: Qrels, run: Run, run_path: str | Path, qrels_path: str | Path) -> None:
-    """Refuse a run that shares no query with the qrels: it would score 0 on every measure, which reads
-    as a terrible retriever when it is the wrong file."""
-    if not any(qid in qrels for qid in run):
-        raise InputError(f"the run shares no query with the qrels {qrels_path} "
-                         f"({len(run)} run queries, {len(qrels)} judged)", str(run_path))
+    """Refuse a run that shares no query with the qrels (:func:`core.checks.check_overlap`), naming both files."""
+    checks.check_overlap(qrels, run, run_path, qrels_path)
 
 
 RANK_BANDS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 50), (51, 100), (101, None))
@@ -175,8 +172,20 @@ class Evaluation:
 def evaluate(qrels: Qrels, run: Run, measures: list[str], train_qrels: Qrels | None = None,
              judged_only: bool = False) -> Evaluation:
     """Measure ``run`` against ``qrels`` (names as in :mod:`.metrics`); with ``train_qrels``, also each
-    stratum's means, so a fine-tuned model's gain on documents it never saw can be told from the rest."""
-    measures = list(dict.fromkeys(measures))
+    stratum's means, so a fine-tuned model's gain on documents it never saw can be told from the rest.
+
+    Refused (:class:`InputError`), as the commands refuse the same in a file: a score that is not a finite
+    number, a grade that is not an integer, an id a TREC file cannot carry, a run sharing no query with
+    ``qrels``, an unknown measure name.
+    """
+    measures = list(dict.fromkeys(checks.check_measures(measures)))
+    for name in measures:
+        metrics.parse_measure(name)
+    checks.check_qrels(qrels)
+    checks.check_run(run)
+    if train_qrels is not None:
+        checks.check_qrels(train_qrels, "train_qrels")
+    checks.check_overlap(qrels, run)
     result = metrics.measure_run(qrels, run, measures, judged_only)
     strata = None
     if train_qrels:  # None or no judged training query (a test-only collection): no strata, not "all unseen"
@@ -187,9 +196,18 @@ def evaluate(qrels: Qrels, run: Run, measures: list[str], train_qrels: Qrels | N
 def diagnose_run(qrels: Qrels, run: Run, queries: dict[str, Query], corpus: dict[str, Doc], k: int = 10,
                  params: Params | None = None) -> Diagnosis:
     """Why each query without a positive in the top ``k`` failed (:mod:`.diagnosis`), with the tokenizer
-    and indexed fields of ``params`` (default: params.yaml's defaults), the ones BM25 searches with."""
+    and indexed fields of ``params`` (default: params.yaml's defaults), the ones BM25 searches with.
+
+    Refused (:class:`InputError`), as ``retrieval-lab diagnose`` refuses them: ``k`` below 1, a bad score,
+    grade or id, a run sharing no query with ``qrels`` or ranking a document ``corpus`` lacks.
+    """
     from .tokenizer import Tokenizer
 
+    k = checks.positive(k, "k")
+    checks.check_qrels(qrels)
+    checks.check_run(run)
+    checks.check_overlap(qrels, run)
+    check_documents(run, corpus)
     params = params or Params()
     tokenizer = Tokenizer(params.tokenizer)
     fields = params.retrieve.fields

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from .core.atomic import atomic_path
+from .core.checks import check_run, positive
 from .core.data import columns, id_problem, plain_line, text_lines
 from .core.errors import InputError
+from .core.guard import RUN, library_output
 
 Run = dict[str, dict[str, float]]
 
@@ -58,12 +60,17 @@ def read_run(path: str | Path) -> Run:
     return run
 
 
-def check_documents(run: Run, corpus: Container[str], path: str | Path) -> None:
+def check_documents(run: Run, corpus: Container[str], path: str | Path | None = None) -> None:
     """Refuse a run that ranks a document ``corpus`` lacks (a run made on another collection), naming
-    the first such line; trec_eval would count it as unjudged, but nothing downstream has its text."""
+    the first such line (or, for a run given as a mapping, its query and document); trec_eval would count
+    it as unjudged, but nothing downstream has its text."""
     unknown = sum(did not in corpus for docs in run.values() for did in docs)
     if not unknown:
         return
+    if path is None:
+        qid, did = next((q, d) for q, docs in run.items() for d in docs if d not in corpus)
+        raise InputError(f"document {did!r} is not in the dataset's corpus ({unknown} ranked documents are not): "
+                         "was the run made on another collection?", field=f"run[{qid!r}][{did!r}]")
     for number, line in text_lines(Path(path)):  # read again only to name the line
         parts = line.split() if plain_line(line) else columns(line, path, number, _RUN_COLUMNS)
         if len(parts) == 6 and parts[2] not in corpus:
@@ -75,7 +82,7 @@ def check_documents(run: Run, corpus: Container[str], path: str | Path) -> None:
 def _strictly_decreasing(scores: list[float]) -> list[float]:
     # Nudge tied scores down by one ulp at a time: the order is kept, values barely move.
     out: list[float] = []
-    for score in scores:
+    for score in map(float, scores):  # a NumPy scalar's repr would be "np.float32(0.9)"
         if out and score >= out[-1]:
             score = float(np.nextafter(out[-1], -np.inf))
         out.append(score)
@@ -97,17 +104,19 @@ def write_run(path: str | Path, run: Run, tag: str, depth: int | None = None) ->
     """Write a run atomically, queries sorted, at most ``depth`` documents each, one query at a time.
 
     A name ending in ``.gz`` is written gzipped (with no timestamp: the same run gives the same bytes).
+
+    Refused, nothing written (:class:`InputError`): a score that is not a finite number (NumPy's are
+    numbers), an id a TREC run cannot carry, a ``depth`` below 1, and a ``path`` that would replace an
+    input: a run never lies inside a BEIR folder (one holding corpus.jsonl and queries.jsonl) and
+    replaces only an earlier run or a file no reader of this library takes (never corpus.jsonl,
+    queries.jsonl or qrels) — :func:`core.guard.library_output`.
     """
-    for qid, docs in run.items():
-        for did, score in docs.items():
-            if not math.isfinite(score):
-                raise ValueError(f"non-finite score {score} for query {qid!r} document {did!r}")
-        # readers refuse such ids where they enter; one here is a bug, and would not read back
-        if id_problem(qid + "".join(docs)):  # one scan of all the query's ids, then find the culprit
-            bad = next(item for item in (qid, *docs) if id_problem(item))
-            raise ValueError(f"id {bad!r} contains {id_problem(bad)}: a TREC run cannot carry it")
-    if not tag or id_problem(tag):
-        raise ValueError(f"run tag {tag!r} must be one non-empty word")
+    check_run(run)
+    if not isinstance(tag, str) or not tag or id_problem(tag):
+        raise InputError(f"run tag {tag!r} must be one non-empty word", field="tag")
+    if depth is not None:
+        depth = positive(depth, "depth")
+    library_output(path, "write_run", (RUN,))
     with atomic_path(path) as tmp, open(tmp, "wb") as raw, contextlib.ExitStack() as stack:
         fh = raw
         if str(path).endswith(".gz"):

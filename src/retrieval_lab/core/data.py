@@ -15,14 +15,21 @@ import json
 import math
 import re
 import stat
-import unicodedata
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .atomic import atomic_path
+from .checks import (  # id_problem: runs, external read it here
+    GRADE_MAX,
+    GRADE_MIN,
+    check_qrels,
+    id_problem,
+    identifier,
+)
 from .errors import InputError
+from .guard import QRELS, library_output
 
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded relevance (<= 0: judged non-relevant)
 SPLIT_FILE = "split.json"  # a prepared folder's record of how it was split (mode, validation): no test label
@@ -123,24 +130,6 @@ def text_lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"invalid UTF-8 at byte {exc.start}", str(path), number) from None
-
-
-# Every character str.isspace() accepts, i.e. what str.split() cuts on (tests check the list), and U+FEFF.
-_ODD_IN_ID = re.compile("[\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]")
-_CONTROL_NAMES = {"\t": "TAB", "\n": "LINE FEED", "\x0b": "LINE TABULATION", "\x0c": "FORM FEED",
-                  "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE"}  # unicodedata has no name for controls
-
-
-def id_problem(text: str) -> str | None:
-    """Why ``text`` cannot be one column of a whitespace-separated TREC file (None when it can)."""
-    match = _ODD_IN_ID.search(text)
-    if match is None:
-        return None
-    char = match.group()
-    if char == "\ufeff":
-        return "a byte-order mark (U+FEFF; files joined together?)"
-    name = _CONTROL_NAMES.get(char) or unicodedata.name(char, "")
-    return f"whitespace (U+{ord(char):04X}{' ' + name if name else ''})"
 
 
 def check_id(value: str, path: str | Path, line: int, field: str) -> None:
@@ -316,7 +305,6 @@ def read_queries(path: str | Path) -> dict[str, Query]:
     return queries
 
 
-GRADE_MIN, GRADE_MAX = -(2**31), 2**31 - 1  # a relevance grade: a 32-bit integer, as trec_eval reads it
 _QRELS_COLUMNS = {3: ("query-id", "corpus-id", "score"), 4: ("query-id", "iteration", "corpus-id", "score")}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
@@ -460,7 +448,15 @@ def write_queries(path: str | Path, queries: dict[str, Query]) -> None:
 
 
 def write_qrels(path: str | Path, qrels: Qrels) -> None:
-    """BEIR tsv with header, rows in query then document order as given."""
+    """BEIR tsv with header, rows in query then document order as given.
+
+    Refused, nothing written (:class:`InputError`): a grade that is not an integer, an id a qrels file
+    cannot carry, and a ``path`` that would replace an input: qrels never lie inside a BEIR folder (one
+    holding corpus.jsonl and queries.jsonl: its judgments are its own) and replace only earlier qrels or a
+    file no reader of this library takes (never a corpus, queries or a run) — :func:`guard.library_output`.
+    """
+    check_qrels(qrels)
+    library_output(path, "write_qrels", (QRELS,))
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         fh.write("query-id\tcorpus-id\tscore\n")
         for qid, judged in qrels.items():
@@ -474,7 +470,26 @@ def is_finite(x: float) -> bool:
 def write_dataset(path: str | Path, corpus: dict[str, Doc], queries: dict[str, Query],
                   qrels: dict[str, Qrels]) -> None:
     """Write a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv for each split of ``qrels``),
-    replaced whole: a reader never sees a corpus from one write beside qrels from another."""
+    replaced whole: a reader never sees a corpus from one write beside qrels from another.
+
+    Refused, nothing written (:class:`InputError`): ids a TREC file cannot carry, a corpus entry that is not
+    the :class:`Doc` of its id, a split name that is not a plain name, a bad grade; a ``path`` inside another
+    BEIR folder, and one holding files this library did not write (a raw dataset is never replaced) —
+    :func:`guard.library_output`.
+    """
+    from .rules import NAME
+
+    for kind, items, cls in (("document", corpus, Doc), ("query", queries, Query)):
+        for key, item in items.items():
+            identifier(key, kind, f"{'corpus' if kind == 'document' else 'queries'}[{key!r}]")
+            if not isinstance(item, cls) or item.id != key or not isinstance(item.text, str):
+                raise InputError(f"expected the {cls.__name__} of id {key!r}, got {item!r}"[:300],
+                                 field=f"{'corpus' if kind == 'document' else 'queries'}[{key!r}]")
+    for split, judged in qrels.items():
+        if not isinstance(split, str) or not NAME.fullmatch(split):
+            raise InputError(f"split name {split!r} is not a name (letters, digits, _ . + -)", field="qrels")
+        check_qrels(judged, f"qrels[{split!r}]")
+    library_output(path, "write_beir", is_dir=True)
     with atomic_path(path, is_dir=True) as tmp:
         write_corpus(tmp / "corpus.jsonl", corpus)
         write_queries(tmp / "queries.jsonl", queries)

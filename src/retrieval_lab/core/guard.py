@@ -218,3 +218,96 @@ def check_paths(inputs: Mapping[str, Iterable | str | os.PathLike | None], *, fi
             if value is not None:
                 f.outputs[option] = (Path(value), kind)
     check(f)
+
+
+# ----------------------------------------------------------------------------- the library's own writers
+# A command declares its inputs (:class:`Paths`); ``rl.write_run(path, run)`` called from a notebook has none to
+# declare. What the library can know is what its readers take as an input: a BEIR folder (a folder holding
+# corpus.jsonl and queries.jsonl, gzipped or not), its files and its qrels, and the kind of an existing file
+# (its first line). Each writer checks its path against that before writing: :func:`library_output`.
+
+BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
+CORPUS, QUERIES, QRELS, RUN = "corpus", "queries", "qrels", "run"
+_KIND_TEXT = {CORPUS: "a BEIR corpus file", QUERIES: "a BEIR queries file", QRELS: "a qrels file",
+              RUN: "a TREC run", "jsonl": "a file of BEIR JSON lines (a corpus or queries)"}
+_SNIFF_BYTES = 1 << 16
+
+
+def beir_folder(folder: Path) -> bool:
+    """A folder the BEIR reader takes for a dataset: it holds corpus.jsonl and queries.jsonl (or their .gz)."""
+    return all(any((folder / (name + gz)).is_file() for gz in ("", ".gz")) for name in BEIR_FILES)
+
+
+def _first_line(path: Path) -> str:
+    """The first non-empty line of a file (gzip read through), from its first 64 KiB; "" when unreadable."""
+    import gzip
+    import io
+    import zlib
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError:
+        return ""
+    if head[:2] == b"\x1f\x8b":
+        stream, head = gzip.GzipFile(fileobj=io.BytesIO(head)), b""
+        try:
+            while len(head) < _SNIFF_BYTES and (chunk := stream.read(4096)):
+                head += chunk
+        except (OSError, EOFError, zlib.error):
+            pass  # the 64 KiB cut the stream: what came out of it is enough
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    return next((line for line in text.splitlines() if line.strip()), "")
+
+
+def recognised(path: Path) -> str | None:
+    """What this library's readers take the existing file at ``path`` for: :data:`CORPUS`, :data:`QUERIES`,
+    :data:`QRELS`, :data:`RUN`, "jsonl" (BEIR JSON lines), or None (nothing they read: a note, a report)."""
+    name = path.name.removesuffix(".gz")
+    if name in BEIR_FILES:
+        return CORPUS if name == "corpus.jsonl" else QUERIES
+    if path.parent.name == "qrels" and beir_folder(path.parent.parent):
+        return QRELS
+    line = _first_line(path)
+    if line.lstrip().startswith("{") and '"_id"' in line:
+        return "jsonl"
+    parts = line.split()
+    if parts[:2] == ["query-id", "corpus-id"]:
+        return QRELS
+    if len(parts) in (3, 4) and parts[-1].lstrip("+-").isdigit():
+        return QRELS  # BEIR rows (query, document, grade) or TREC's (query, 0, document, grade)
+    if len(parts) == 6:
+        try:
+            float(parts[4])
+        except ValueError:
+            return None
+        return RUN
+    return None
+
+
+def library_output(path, writer: str, replaces: tuple[str, ...] = (), is_dir: bool = False) -> None:
+    """Refuse (InputError, nothing written) an output of the library writer ``writer`` that would replace or
+    lie inside an input its readers recognise: it never lies inside a BEIR folder, and replaces an existing
+    file only when it is of a kind in ``replaces`` or of no kind a reader takes (a file or folder output
+    replaces only what :func:`atomic.check_replaceable` allows, too).
+
+    Writes inside one of the library's own temporary folders (a folder output being built) are the
+    writer's own and pass.
+    """
+    from .atomic import _absolute, _exists, _ours, check_replaceable
+
+    target = _absolute(path)
+    if any(_ours(parent) for parent in target.parents):
+        return  # a part of a folder output under construction: the writer of the whole was checked
+    for parent in target.parents:
+        if beir_folder(parent):
+            raise InputError(f"lies inside the BEIR folder {parent} (it holds {' and '.join(BEIR_FILES)}); "
+                             f"{writer} never writes into a dataset", str(path), field="path")
+    check_replaceable(path, is_dir, "path")
+    if is_dir or target.is_symlink() or not _exists(target) or target.is_dir():
+        return  # a link is replaced, not what it points to; a folder or a new name replaces no input file
+    kind = recognised(target)
+    if kind is not None and kind not in replaces:
+        allowed = "".join(f"{_KIND_TEXT[k]} or " for k in replaces)
+        raise InputError(f"is {_KIND_TEXT[kind]}, an input this library reads; {writer} replaces only {allowed}"
+                         "a file no reader takes", str(path), field="path")

@@ -114,7 +114,21 @@ def fuse(runs: list[Run], method: str = "rrf", params: FusionParams | None = Non
 
     ``params`` defaults to params.yaml's built-in defaults; ``value`` is checked by the method's own rule.
     ``qrels`` must not be the qrels the fused run is evaluated on (the validation split's, never the test's).
+
+    Refused (:class:`InputError`), as ``retrieval-lab fuse`` refuses them: fewer than 2 runs, an empty run, a
+    score that is not a finite number, an id a TREC run cannot carry, a bad grade in ``qrels``.
     """
+    from ..core import checks
+
+    if isinstance(runs, dict) or not isinstance(runs, (list, tuple)) or len(runs) < 2:
+        got = len(runs) if isinstance(runs, (list, tuple)) else type(runs).__name__
+        raise InputError(f"need at least 2 runs, got {got}", field="runs")
+    for i, run in enumerate(runs):
+        checks.check_run(run, f"runs[{i}]")
+        if not run:
+            raise InputError("empty run: no ranked line to fuse", field=f"runs[{i}]")
+    if qrels is not None:
+        checks.check_qrels(qrels)
     params = params or FusionParams()
     if value is not None:
         if (why := get(method).check(value)) is not None:

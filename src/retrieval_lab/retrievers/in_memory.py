@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from ..core.checks import check_texts, positive
 from ..core.data import Doc, Query
 from ..core.errors import InputError
 from ..core.params import Params, base_model
@@ -18,20 +19,20 @@ from ..runs import Run
 
 
 def _docs(corpus: Mapping[str, Doc | str]) -> dict[str, Doc]:
-    """Documents from a corpus of :class:`Doc` or of plain texts (a text is the document's body)."""
+    """Documents from a corpus of :class:`Doc` or of plain texts (a text is the document's body); ids a TREC run
+    carries and string texts, or an InputError naming the entry."""
     corpus = getattr(corpus, "corpus", corpus)  # a Dataset
+    check_texts(corpus, "document", "corpus")
     return {did: d if isinstance(d, Doc) else Doc(did, "", str(d)) for did, d in corpus.items()}
 
 
 def _texts(queries: Mapping[str, Query | str]) -> dict[str, str]:
+    check_texts(queries, "query", "queries")
     return {qid: q.text if isinstance(q, Query) else str(q) for qid, q in queries.items()}
 
 
 def _depth(k: int | None, params: Params) -> int:
-    depth = params.retrieve.depth if k is None else k
-    if depth < 1:
-        raise InputError(f"k must be positive, got {depth}", field="k")
-    return depth
+    return params.retrieve.depth if k is None else positive(k, "k")
 
 
 class BM25:
