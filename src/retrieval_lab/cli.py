@@ -161,23 +161,27 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()
     args = build_parser().parse_args(argv)
     REPLACED.clear()  # in one process (tests) several commands run: the message names this one's outputs
+    code = 2  # an error's exit; 130 for an interrupt, as a shell reports SIGINT
     try:
         guard(args._paths, args)  # every output checked against every input before anything is written
-        code = int(args._run(args) or 0)
+        done = int(args._run(args) or 0)
         if sys.stdout is not None:  # None: started with file descriptor 1 closed, print writes nothing
             sys.stdout.flush()  # a closed pipe or full disk fails here, not at interpreter exit
-        return code
+        return done
     except InputError as exc:
         message = str(exc)
     except OSError as exc:  # disk full, read-only folder: the old outputs are still in place; a closed pipe
         # after the outputs were written: they are new, and the message says so
         message = _os_error(exc)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a user's retriever raising it: every atomic output was undone
+        done = f"; the outputs written before it: {', '.join(REPLACED)}" if REPLACED else "; no output was replaced"
+        message, code = f"interrupted{f' ({exc})' if str(exc) else ''}{done}", 130
     _quiet_stdout()
     try:
         print(f"error: {message}", file=sys.stderr)
     except (OSError, ValueError):  # standard error closed too: the exit code is all that is left
         pass
-    return 2
+    return code
 
 
 if __name__ == "__main__":

@@ -19,6 +19,22 @@ twice fails that query (which rank would count?). Ids not in the corpus are left
 a list whose scores are absent, non-finite or not decreasing is scored by rank (counted): the
 system's order is always kept. The credential is read from the environment, never written, and
 never sent to another origin (scheme, host, port): a redirect there is not followed.
+
+Accounting: every query sent ends answered or failed. Whatever the user's code raises on a call
+(``SystemExit`` and ``sys.exit()`` included, or a list whose iteration raises) fails that call's
+queries; only ``KeyboardInterrupt`` stops the run, and the command exits non-zero with nothing written.
+A run whose answered and failed queries do not add up to the queries sent is refused.
+
+HTTP: one attempt's deadline (``timeout``) covers connecting, the headers and the whole body, read in
+chunks on the calling thread (a watchdog closes the socket at the deadline): an endless body stops,
+and no reader is left behind. A body over :data:`MAX_RESPONSE_BYTES` or nested deeper than JSON's
+recursion limit is a bad answer. The token is checked when read (one line of printable ASCII, or one
+line naming the variable, never its value) and redacted from every reason, count and example, even
+when an endpoint sends it back as a document id.
+
+The callable's module is imported from ``path`` with that folder on ``sys.path`` only while it imports,
+and last there: a file beside it named like a standard module (``signal.py``) shadows nothing, then
+or later.
 """
 
 from __future__ import annotations
@@ -29,8 +45,10 @@ import inspect
 import itertools
 import json
 import math
+import numbers
 import os
 import queue
+import socket
 import sys
 import threading
 import time
@@ -51,6 +69,9 @@ from ..runs import Run
 MAX_REDIRECTS = 3
 EXAMPLES = 5  # ids named per kind of problem in timing.json (the counts are always whole)
 _REASON_CHARS = 200
+MAX_RESPONSE_BYTES = 64 << 20  # one HTTP answer: k = 1,000 hits for 100 queries is about 5 MB
+_READ_CHUNK = 1 << 16
+REDACTED = "[token redacted]"
 
 
 class _CallFailed(Exception):
@@ -108,18 +129,7 @@ class _CallableBackend:
             raise InputError("no such file or folder", spec.path, field=f"external.{name}.path")
         folder = str((root if root.is_dir() else root.parent).resolve())
         module_name, function_name = spec.callable.split(":")
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        loaded = sys.modules.get(module_name)
-        if loaded is not None and not str(getattr(loaded, "__file__", "") or "").startswith(folder):
-            del sys.modules[module_name]  # another folder's module of that name: import the one params name
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            raise InputError(f"cannot import {module_name!r} from {folder} ({exc})", field=field) from None
-        except Exception as exc:  # noqa: BLE001  the user's module failed while importing
-            raise InputError(f"importing {module_name!r} raised {type(exc).__name__}: {_one_line(exc)}",
-                             field=field) from None
+        module = _import_from(folder, module_name, field)
         fn = getattr(module, function_name, None)
         if not callable(fn):
             raise InputError(f"{module_name!r} has no function {function_name!r}", field=field)
@@ -137,20 +147,61 @@ class _CallableBackend:
                                  field=field) from None
         self.fn, self.spec, self.name = fn, spec, name
 
+    def redact(self, text: str) -> str:
+        return text
+
     def call(self, texts: list[str], ids: list[str], k: int) -> list:
         """One ranked list per query, in the batch's order (its shape checked by :func:`_lists`)."""
         kwargs = {"ids": list(ids)} if self.takes_ids else {}
         try:
             answer = _with_deadline(lambda: self.fn(list(texts), k, **kwargs), self.spec.timeout)
-        except _CallFailed:
+        except (_CallFailed, KeyboardInterrupt):
             raise
-        except Exception as exc:  # noqa: BLE001  the user's function raised: its queries fail
+        except BaseException as exc:  # noqa: BLE001  the user's function raised (SystemExit too): its queries fail
             raise _CallFailed(f"raised {type(exc).__name__}: {_one_line(exc)}") from None
-        if not isinstance(answer, (list, tuple)) or len(answer) != len(texts):
-            got = f"{len(answer)} items" if isinstance(answer, (list, tuple)) else type(answer).__name__
-            raise _BadAnswer(f"expected a list of {len(texts)} ranked lists (one per query), got {got}",
-                             "return value")
-        return [_hits_of(item, f"return value[{i}]") for i, item in enumerate(answer)]
+        try:  # the answer is the user's object: its len() or iteration may raise too
+            if not isinstance(answer, (list, tuple)) or len(answer) != len(texts):
+                got = f"{len(answer)} items" if isinstance(answer, (list, tuple)) else type(answer).__name__
+                raise _BadAnswer(f"expected a list of {len(texts)} ranked lists (one per query), got {got}",
+                                 "return value")
+            return [_hits_of(item, f"return value[{i}]") for i, item in enumerate(answer)]
+        except (_BadAnswer, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise _CallFailed(f"its answer raised {type(exc).__name__} when read: {_one_line(exc)}") from None
+
+
+_IMPORTED: dict[str, str] = {}  # module name -> the folder this module imported it from
+
+
+def _import_from(folder: str, module_name: str, field: str):
+    """The user's module ``module_name`` from ``folder``: the folder is on ``sys.path`` while it imports, last
+    (the standard library and installed packages come first, so a ``signal.py`` beside it shadows nothing),
+    and taken off again, so no later import of the project's finds anything there."""
+    if _IMPORTED.get(module_name) not in (None, folder):  # another folder's module of that name (ours): import
+        for name in [n for n in sys.modules if n == module_name or n.startswith(module_name + ".")]:
+            del sys.modules[name]  # the one params name now
+    added = folder not in sys.path
+    if added:
+        sys.path.append(folder)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise InputError(f"cannot import {module_name!r} from {folder} ({exc})", field=field) from None
+    except Exception as exc:  # noqa: BLE001  the user's module failed while importing
+        raise InputError(f"importing {module_name!r} raised {type(exc).__name__}: {_one_line(exc)}",
+                         field=field) from None
+    finally:
+        if added:
+            while folder in sys.path:
+                sys.path.remove(folder)
+            sys.path_importer_cache.pop(folder, None)
+    where = str(getattr(module, "__file__", "") or "")
+    if not os.path.realpath(where).startswith(folder + os.sep):
+        raise InputError(f"{module_name!r} is the module {where or 'built into Python'}, not one in {folder}: "
+                         "rename your module", field=field)
+    _IMPORTED[module_name] = folder
+    return module
 
 
 def _origin(url: str) -> tuple[str, str, int]:
@@ -169,31 +220,49 @@ class _HttpBackend:
     def __init__(self, name: str, spec: ExternalSpec):
         self.token = None
         if spec.token_env is not None:
-            self.token = os.environ.get(spec.token_env)
-            if not self.token:
-                raise InputError(f"the environment variable {spec.token_env} is not set (or empty)",
-                                 field=f"external.{name}.token_env")
+            self.token = _read_token(spec.token_env, f"external.{name}.token_env")
         self.spec, self.name = spec, name
 
+    def redact(self, text: str) -> str:
+        """``text`` without the token: an endpoint may echo the Authorization header anywhere."""
+        return text.replace(self.token, REDACTED) if self.token else text
+
     def _attempt(self, body: bytes) -> bytes:
+        """One POST (and its same-origin redirects) within one deadline of ``timeout`` seconds for everything:
+        connecting, the headers and the whole body. A watchdog closes the socket when the deadline passes,
+        so a read blocked on a slow or endless body returns on this thread; no thread is left reading."""
+        deadline = time.monotonic() + self.spec.timeout
         url, hops = self.spec.url, 0
         while True:
             parts = urlsplit(url)
             cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-            conn = cls(parts.hostname, parts.port, timeout=self.spec.timeout)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _CallFailed(f"timed out after {self.spec.timeout:g} s", retry=True)
+            conn = cls(parts.hostname, parts.port, timeout=left)
             headers = {"Content-Type": "application/json", "Accept": "application/json"}
             if self.token is not None and _origin(url) == _origin(self.spec.url):  # never to another origin
                 headers["Authorization"] = f"Bearer {self.token}"
+            expired = threading.Event()
+            watchdog = threading.Timer(left, _close_at_deadline, (conn, expired))
+            watchdog.daemon = True
+            watchdog.start()
             try:
                 conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body, headers)
                 response = conn.getresponse()
-                data = response.read()
-            except TimeoutError:
-                raise _CallFailed(f"timed out after {self.spec.timeout:g} s", retry=True) from None
-            except (OSError, http.client.HTTPException) as exc:
-                raise _CallFailed(f"connection failed ({type(exc).__name__}: {_one_line(exc)})", retry=True) from None
+                data = _read_body(response, deadline)
+            except _BadAnswer:
+                raise
+            except (OSError, http.client.HTTPException, _Deadline) as exc:
+                if expired.is_set() or isinstance(exc, (TimeoutError, _Deadline)):
+                    raise _CallFailed(f"timed out after {self.spec.timeout:g} s", retry=True) from None
+                raise _CallFailed(self.redact(f"connection failed ({type(exc).__name__}: {_one_line(exc)})"),
+                                  retry=True) from None
             finally:
+                watchdog.cancel()
                 conn.close()
+            if expired.is_set():  # the body may have ended early only because the watchdog closed it
+                raise _CallFailed(f"timed out after {self.spec.timeout:g} s", retry=True)
             if response.status in (301, 302, 303, 307, 308):
                 location = response.getheader("Location")
                 if not location:
@@ -216,7 +285,7 @@ class _HttpBackend:
         delay, attempt = self.spec.backoff, 0
         while True:
             try:
-                data = _with_deadline(lambda: self._attempt(body), self.spec.timeout)
+                data = self._attempt(body)
                 break
             except _CallFailed as exc:
                 if not exc.retry or attempt >= self.spec.retries:
@@ -227,12 +296,62 @@ class _HttpBackend:
         return _response_lists(data, ids)
 
 
+class _Deadline(Exception):
+    """The attempt's deadline passed while its body was still coming."""
+
+
+def _close_at_deadline(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """The watchdog: mark the attempt expired and shut its socket, waking a read blocked on it."""
+    expired.set()
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _read_body(response: http.client.HTTPResponse, deadline: float) -> bytes:
+    """The whole body, in chunks, before ``deadline`` and within :data:`MAX_RESPONSE_BYTES`."""
+    chunks, size = [], 0
+    while True:
+        if time.monotonic() >= deadline:
+            raise _Deadline
+        chunk = response.read(_READ_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise _BadAnswer(f"longer than {MAX_RESPONSE_BYTES >> 20} MiB (read stopped)", "response")
+        chunks.append(chunk)
+
+
+def _read_token(variable: str, field: str) -> str:
+    """The bearer token in ``variable``: one line of printable ASCII, as an HTTP header carries it. A problem is
+    one line naming the variable and what is wrong, never the value (a trailing CR from a Windows file would
+    otherwise reach http.client, whose error prints the header)."""
+    token = os.environ.get(variable)
+    if not token:
+        raise InputError(f"the environment variable {variable} is not set (or empty)", field=field)
+    if token.strip("\r\n") != token and token.strip("\r\n"):
+        raise InputError(f"the environment variable {variable} ends or starts with a line break (CR or LF: read "
+                         "from a file with Windows line endings?); a token is one line", field=field)
+    bad = next((c for c in token if not 0x21 <= ord(c) <= 0x7E), None)
+    if bad is not None:
+        what = "a space or control character" if ord(bad) < 0x80 else "a character outside printable ASCII"
+        raise InputError(f"the environment variable {variable} holds {what} (at position {token.index(bad) + 1} "
+                         f"of {len(token)}); an HTTP header carries printable ASCII only", field=field)
+    return token
+
+
 def _response_lists(data: bytes, ids: list[str]) -> list:
     """One hit list per asked query (None: the response left it out), from the endpoint's JSON."""
     try:
         obj = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _BadAnswer(f"not JSON ({exc.msg if hasattr(exc, 'msg') else exc})", "response") from None
+    except RecursionError:  # the C parser's depth is bounded by the recursion limit, and says so
+        raise _BadAnswer(f"nested deeper than {sys.getrecursionlimit()} levels", "response") from None
     results = obj.get("results") if isinstance(obj, dict) else None
     if not isinstance(results, list):
         raise _BadAnswer("expected an object with a list 'results'", "response.results")
@@ -263,8 +382,8 @@ def _hits_of(item, where: str) -> list[tuple[str, float | None]]:
             raise _BadAnswer("expected a doc id, a (doc_id, score) pair or {\"id\", \"score\"}", f"{where}[{j}]")
         if not isinstance(doc, str) or not doc or id_problem(doc):
             raise _BadAnswer(f"document id {doc!r} is not a non-empty word", f"{where}[{j}].id")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-            raise _BadAnswer(f"score {score!r} is not a number", f"{where}[{j}].score")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, numbers.Real)):
+            raise _BadAnswer(f"score {score!r} is not a number", f"{where}[{j}].score")  # NumPy's are numbers
         hits.append((doc, None if score is None else float(score)))
     return hits
 
@@ -324,16 +443,22 @@ def _ranked_docs(hits: list[tuple[str, float | None]], k: int, corpus: Container
 
 @dataclass(frozen=True)
 class Collected:
-    """What the calls gave: the run (answered queries), the timing, and every failure and count."""
+    """What the calls gave: the run (answered queries), the timing, every failure and count, and the queries
+    sent: each one answered or failed (:meth:`ExternalRetriever.check` refuses a run where that is not so)."""
 
     run: Run
     timing: Timing
     failed: dict[str, str]  # query id -> reason
+    sent: tuple[str, ...] = ()
 
     @property
     def failed_share(self) -> float:
-        total = len(self.run) + len(self.failed)
+        total = len(self.sent) or len(self.run) + len(self.failed)
         return len(self.failed) / total if total else 0.0
+
+    def lost(self) -> list[str]:
+        """Queries sent that ended neither answered nor failed (none, unless the accounting broke)."""
+        return [q for q in self.sent if q not in self.run and q not in self.failed]
 
 
 class ExternalRetriever:
@@ -364,7 +489,11 @@ class ExternalRetriever:
         return f"external.{self.run_name}.{key}"
 
     def collect(self, queries: dict[str, str]) -> Collected:
-        """Call the retriever for every query (``concurrency`` calls in flight); nothing is dropped unsaid."""
+        """Call the retriever for every query (``concurrency`` calls in flight); nothing is dropped unsaid.
+
+        Whatever a call raises fails its queries (``SystemExit`` too); a ``KeyboardInterrupt`` from the user's
+        code stops the run and is raised here once every call in flight is done.
+        """
         qids = list(queries)
         size = self.spec.batch_size
         batches = queue.SimpleQueue()
@@ -373,10 +502,15 @@ class ExternalRetriever:
         answers: dict[str, dict[str, float]] = {}
         failed: dict[str, str] = {}
         seconds: dict[str, float] = {}
-        tally, lock, fatal = _Tally(), threading.Lock(), []
+        tally, lock, fatal, interrupted = _Tally(), threading.Lock(), [], []
+        redact = self.backend.redact
+
+        def fail(batch: list[str], reason: str) -> None:
+            with lock:
+                failed.update({q: redact(reason) for q in batch if q not in answers and q not in failed})
 
         def worker():
-            while not fatal:
+            while not fatal and not interrupted:
                 try:
                     batch = batches.get_nowait()
                 except queue.Empty:
@@ -384,24 +518,29 @@ class ExternalRetriever:
                 began = time.perf_counter()
                 try:
                     lists = self.backend.call([queries[q] for q in batch], batch, self.k)
-                except _CallFailed as exc:
+                    took = time.perf_counter() - began
                     with lock:
-                        failed.update({q: str(exc) for q in batch})
-                    continue
+                        for qid, hits in zip(batch, lists):
+                            if hits is None:
+                                failed[qid] = "not in the response"
+                                continue
+                            try:
+                                answers[qid] = _ranked_docs(hits, self.k, self.corpus, qid, tally)
+                                seconds[qid] = took
+                            except _CallFailed as exc:
+                                failed[qid] = redact(str(exc))
+                except _CallFailed as exc:
+                    fail(batch, str(exc))
                 except _BadAnswer as exc:
                     fatal.append(exc)
+                    fail(batch, f"bad answer: {exc}")
                     return
-                took = time.perf_counter() - began
-                with lock:
-                    for qid, hits in zip(batch, lists):
-                        if hits is None:
-                            failed[qid] = "not in the response"
-                            continue
-                        try:
-                            answers[qid] = _ranked_docs(hits, self.k, self.corpus, qid, tally)
-                            seconds[qid] = took
-                        except _CallFailed as exc:
-                            failed[qid] = str(exc)
+                except KeyboardInterrupt:
+                    interrupted.append(batch)
+                    fail(batch, "interrupted")
+                    return
+                except BaseException as exc:  # noqa: BLE001  anything else fails the batch: every query counted
+                    fail(batch, f"{type(exc).__name__} while its answer was read: {_one_line(exc)}")
 
         start = time.perf_counter()
         threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(self.spec.concurrency, len(qids)))]
@@ -410,9 +549,12 @@ class ExternalRetriever:
         for t in threads:
             t.join()
         wall = time.perf_counter() - start
+        if interrupted:
+            raise KeyboardInterrupt(f"raised by {self._field('callable')}: the run stopped")
         if fatal:
             where = self._field("url" if self.backend.kind == "http" else "callable")
-            raise InputError(f"{fatal[0]} (at {fatal[0].field}); no run written", field=where)
+            raise InputError(redact(f"{fatal[0]} (at {fatal[0].field}); no run written"), field=where)
+        tally.unknown_examples = [[q, redact(d)] for q, d in tally.unknown_examples]
         calls = {"kind": self.backend.kind, "k": self.k, "batch_size": size, "timeout_s": self.spec.timeout,
                  "retries": self.spec.retries if self.backend.kind == "http" else 0,
                  "queries": len(qids), "answered": len(answers), "failed": len(failed),
@@ -427,10 +569,16 @@ class ExternalRetriever:
             scope += f" (a batch of up to {size} queries: each query gets its batch's time)"
         timing = Timing(self.run_name, scope, self.spec.concurrency, {q: seconds[q] for q in qids if q in seconds},
                         wall, calls=calls)
-        return Collected({q: answers[q] for q in qids if q in answers}, timing, failed)
+        return Collected({q: answers[q] for q in qids if q in answers}, timing, failed, tuple(qids))
 
     def check(self, collected: Collected) -> None:
-        """Refuse a run whose failed share exceeds ``max_failed`` (one line, the first failures named)."""
+        """Refuse a run that lost a query (answered + failed != sent), that answered none, or whose failed share
+        exceeds ``max_failed`` (one line, the first failures named)."""
+        lost = collected.lost()
+        if lost:
+            raise InputError(f"{len(lost)} of {len(collected.sent)} queries sent were neither answered nor failed "
+                             f"({', '.join(lost[:3])}): the calls lost them; no run written",
+                             field=self._field("url" if self.backend.kind == "http" else "callable"))
         if not collected.run and collected.failed:  # a run of no query would pass for a measured one
             first = "; ".join(f"{q}: {why}" for q, why in sorted(collected.failed.items())[:3])
             raise InputError(f"no query was answered ({len(collected.failed)} failed): {first}; no run written",
@@ -438,7 +586,7 @@ class ExternalRetriever:
         if collected.failed_share <= self.spec.max_failed:
             return
         first = "; ".join(f"{q}: {why}" for q, why in sorted(collected.failed.items())[:3])
-        total = len(collected.run) + len(collected.failed)
+        total = len(collected.sent) or len(collected.run) + len(collected.failed)
         raise InputError(f"{len(collected.failed)} of {total} queries failed ({collected.failed_share:.1%} > "
                          f"{self.spec.max_failed:.1%} allowed): {first}; no run written",
                          field=self._field("max_failed"))
