@@ -244,10 +244,32 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
         "queries": len(query_ids),
         "truncated_documents": truncated["documents"],
         "truncated_queries": truncated["queries"],
+        **_corpus_of(dataset),
     }
     timings = {"seconds_documents": round(timings["documents"], 3), "seconds_queries": round(timings["queries"], 3),
                "docs_per_second": round(len(doc_ids) / max(timings["documents"], 1e-9), 1)}
     return Embeddings(doc_ids, arrays["documents"], query_ids, arrays["queries"], report, timings)
+
+
+def _corpus_of(dataset) -> dict:
+    """``{"corpus": fingerprint}`` of a dataset read from a folder (:mod:`core.fingerprint`); {} for one built in
+    memory, which has no corpus file."""
+    from .core import fingerprint
+    from .core.data import corpus_file
+
+    path = getattr(dataset, "path", None)
+    if path is None or not corpus_file(path).is_file():
+        return {}
+    return {"corpus": fingerprint.of_dataset(path)}
+
+
+def check_corpus(embeddings: Embeddings, dataset_folder, where, field: str = "--embeddings") -> None:
+    """Refuse embeddings (read from ``where``) whose report does not record the corpus of ``dataset_folder`` as it
+    is now: the documents would be another corpus's vectors (one line; a report recording none fails too)."""
+    from .core import fingerprint
+
+    fingerprint.check(embeddings.report.get("corpus"), dataset_folder, str(where), field,
+                      "encode it again with `retrieval-lab encode`")
 
 
 def with_queries_of(encoder: Encoder, dataset, base: Embeddings, params: DenseParams, dist_info=None) -> Embeddings:
@@ -298,12 +320,19 @@ def _read_ids(path: Path) -> list[str]:
 
 def _read_matrix(path: Path, rows: int, ids_path: Path) -> np.ndarray:
     require_file(path)
-    matrix = np.load(path)
+    try:
+        matrix = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:  # a damaged header or a cut file: one line, not a traceback
+        raise InputError(f"unreadable array ({_first_line(exc)}): the file is damaged; encode again", str(path)) from None
     if matrix.ndim != 2 or matrix.shape[0] != rows:
         raise InputError(f"shape {matrix.shape} does not match {rows} ids in {ids_path.name}", str(path))
     if not np.isfinite(matrix).all():
         raise InputError("non-finite values", str(path))
     return np.ascontiguousarray(matrix, dtype=np.float32)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
 def load_embeddings(directory: str | Path) -> Embeddings:

@@ -2,6 +2,7 @@ import numpy as np
 from beir_fixtures import default_params, write_beir
 from command_runner import run_command
 
+from retrieval_lab.core import fingerprint
 from retrieval_lab.encoder import Embeddings, write_embeddings
 from retrieval_lab.runs import read_run
 
@@ -70,7 +71,7 @@ def test_dense_from_an_embeddings_folder(tmp_path):
     docs = np.eye(3, dtype=np.float32)  # d1, d2, d3 are the three axes
     queries = np.array([[0.6, 0.0, 0.8], [0, 1, 0], [1, 0, 0]], dtype=np.float32)
     write_embeddings(Embeddings(["d1", "d2", "d3"], docs, ["q1", "q2", "q3"], queries,
-                                {"dataset": str(beir)}), tmp_path / "emb")
+                                {"dataset": str(beir), "corpus": fingerprint.of_dataset(beir)}), tmp_path / "emb")
     out = tmp_path / "dense.trec"
     assert run_command("retrieve", ["--retriever", "dense", "--embeddings", str(tmp_path / "emb"),
                                     "--output", str(out)]) == 0
@@ -98,8 +99,8 @@ def test_bm25_from_a_saved_index_gives_the_same_run_bytes_and_refuses_other_para
     assert run_command("index", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "idx")]) == 0
     assert "3 documents, " in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [
-        ".retrieval-lab-output", "doc_ids.json", "docs.npy", "index.json", "indptr.npy", "lengths.npy", "tf.npy",
-        "vocab.json"]
+        ".retrieval-lab-output", "corpus.json", "doc_ids.json", "docs.npy", "index.json", "indptr.npy", "lengths.npy",
+        "tf.npy", "vocab.json"]
     assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "idx"),
                                     "--output", str(tmp_path / "indexed.trec")]) == 0
     assert "index " + str(tmp_path / "idx") in capsys.readouterr().out

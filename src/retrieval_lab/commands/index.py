@@ -22,6 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .. import retrievers
+    from ..core import fingerprint
     from ..core.atomic import atomic_path
     from ..core.data import LEXICAL_MISS, corpus_file, iter_corpus
     from ..core.errors import InputError
@@ -43,8 +44,10 @@ def run(args: argparse.Namespace) -> int:
             yield doc.id, text
 
     start = time.perf_counter()
+    corpus = fingerprint.of_dataset(args.dataset)  # retrieve --corpus refuses the index with another dataset
     with atomic_path(args.output, is_dir=True) as tmp:
         index = cls.build_index(items(), Path(tmp), params)
+        fingerprint.write(tmp, corpus)
     if empty:
         shown = ", ".join(empty[:5]) + (", ..." if len(empty) > 5 else "")
         print(f"index {args.retriever}: {len(empty)} documents with no text in {'+'.join(fields)} ({shown}): "

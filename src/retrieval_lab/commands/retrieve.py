@@ -55,6 +55,9 @@ def _queries(args, dataset, retriever) -> dict[str, str]:
         path = source.report.get("dataset") if source is not None else None
         if not path:
             raise InputError("--split needs the queries' BEIR folder: give --dataset", field="--dataset")
+        from ..encoder import check_corpus
+
+        check_corpus(source, path, args.embeddings)  # the folder may hold another corpus since it was encoded
         dataset = load_dataset(path, [args.split])
     if dataset is None:
         # every query is already encoded in the embeddings folder; its text is not needed
@@ -181,6 +184,6 @@ def _from_index(args, params):
                          "its --corpus can only be --dataset", str(args.corpus), field="--corpus")
     if not args.dataset:
         raise InputError("--corpus needs --dataset: the BEIR folder whose queries are run", field="--dataset")
-    retriever = retrievers.get(args.retriever).from_index_folder(args.corpus, params)
+    retriever = retrievers.from_index(args.retriever, args.corpus, params, args.dataset)
     dataset = load_dataset(args.dataset, [args.split] if args.split else None, doc_ids=retriever.doc_ids)
     return retriever, _queries(args, dataset, None)

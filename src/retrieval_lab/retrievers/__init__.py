@@ -37,6 +37,17 @@ def get(name: str, field: str = "--retriever"):
     return getattr(importlib.import_module(f"{__name__}.{module_name}"), class_name)
 
 
+def from_index(name: str, folder, params, dataset):
+    """The retriever ``name`` read from its index ``folder``, refused in one line unless the folder records the
+    corpus of the BEIR folder ``dataset`` (:mod:`core.fingerprint`): an index of another corpus would rank
+    documents the dataset does not have."""
+    from ..core import fingerprint
+
+    fingerprint.check(fingerprint.read(folder), dataset, str(folder), "--corpus",
+                      "build it again with `retrieval-lab index`")
+    return get(name).from_index_folder(folder, params)
+
+
 def module_of(name: str) -> str:
     """The module ``--retriever NAME`` loads (dvc.yaml must list it as the stage's dependency)."""
     get(name)

@@ -362,8 +362,25 @@ class BM25Index:
                 raise InputError(f"{arrays[name].shape[0]} entries, expected {size}", str(folder / f"{name}.npy"))
         if n != meta.get("documents"):
             raise InputError(f"{n} ids, index.json says {meta.get('documents')}", str(folder / "doc_ids.json"))
+        _check_values(folder, arrays, n)
         return cls(lists["doc_ids"], lists["vocab"], arrays["indptr"], arrays["docs"], arrays["tf"],
                    arrays["lengths"], TokenizerParams(**meta["tokenizer"]), meta["fields"])
+
+
+def _check_values(folder: Path, arrays: dict[str, np.ndarray], documents: int) -> None:
+    """The values a search indexes with, in range: a damaged array (bytes changed in place) is one line naming
+    its file, never an IndexError in the middle of a search. One pass over the postings (memory-mapped)."""
+    for name, values in arrays.items():
+        if values.dtype.kind not in "iu":
+            raise InputError(f"holds {values.dtype}, expected integers: the file is damaged; build the index again",
+                             str(folder / f"{name}.npy"))
+    indptr, docs = arrays["indptr"], arrays["docs"]
+    if indptr[0] != 0 or indptr[-1] != len(docs) or (np.diff(indptr) < 0).any():
+        raise InputError(f"offsets not rising from 0 to {len(docs)}: the file is damaged; build the index again",
+                         str(folder / "indptr.npy"))
+    if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= documents):
+        raise InputError(f"document rows outside 0..{documents - 1}: the file is damaged; build the index again",
+                         str(folder / "docs.npy"))
 
 
 def _batches(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:

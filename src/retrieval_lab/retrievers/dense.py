@@ -71,6 +71,8 @@ class DenseRetriever:
             if dataset is not None and set(loaded.doc_ids) != set(dataset.corpus):
                 raise InputError(f"its {len(loaded.doc_ids)} documents are not the {len(dataset.corpus)} of "
                                  f"{dataset.path}", str(embeddings), field="--embeddings")
+            if dataset is not None:  # the same ids may name other texts: the corpus it was encoded from, checked
+                enc.check_corpus(loaded, dataset.path, embeddings)
             return cls(loaded, params.dense)
         if dataset is None:
             raise InputError("dense reads an embeddings folder (--embeddings) or a BEIR folder (--dataset)",
