@@ -42,6 +42,7 @@ SIDES = ("both", "query")
 CORPUS_QUERY_KINDS = ("inverse_cloze", "title")  # training/corpus_pairs.py
 SCHEDULES = ("constant", "linear", "cosine")  # training/loop.py: schedule_factor
 SELECTIONS = ("best", "last")
+MAX_WORKERS = 256  # bm25.workers: processes forked at once; past the machine's cores they only add memory
 MAX_PERMUTATIONS = 10**7  # stats.py: each pass over the sign flips draws queries x permutations numbers
 
 
@@ -109,7 +110,7 @@ class RetrieveParams(Section):
 class BM25Params(Section):
     k1: float = param(1.2, NON_NEGATIVE)
     b: float = param(0.75, UNIT)
-    workers: int = param(1, POSITIVE)  # processes that split the queries (forked); the run is the same bytes
+    workers: int = param(1, between(1, MAX_WORKERS))  # processes splitting the queries (forked); the same run
 
 
 @dataclass(frozen=True)

@@ -532,15 +532,25 @@ def _search_chunk(task: tuple[list[tuple[str, str]], int]) -> list[dict[str, flo
 
 
 def _search_forked(retriever: BM25Retriever, queries: dict[str, str], depth: int, workers: int) -> Run:
-    """The queries in chunks over ``workers`` forked processes; the run assembled in the queries' order."""
+    """The queries in chunks over ``workers`` forked processes; the run assembled in the queries' order.
+
+    A worker that dies (killed, out of memory) fails the run with one line: the pool notices the dead
+    process and stops, where ``multiprocessing.Pool`` would wait for its lost chunk for ever.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     global _FORKED
     items = list(queries.items())
     size = max(1, min(64, len(items) // (workers * 8)))  # small chunks: a slow query delays no worker long
     chunks = [items[i:i + size] for i in range(0, len(items), size)]
     _FORKED = retriever
     try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            results = pool.map(_search_chunk, [(chunk, depth) for chunk in chunks], chunksize=1)
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            results = list(pool.map(_search_chunk, [(chunk, depth) for chunk in chunks]))
+    except BrokenProcessPool:
+        raise ChildProcessError(f"bm25.workers: one of the {workers} search processes died before its queries were "
+                                "done (killed, or out of memory); no run written") from None
     finally:
         _FORKED = None
     return {qid: docs for chunk, ranked in zip(chunks, results) for (qid, _), docs in zip(chunk, ranked)}
