@@ -263,15 +263,6 @@ def _corpus_of(dataset) -> dict:
     return {"corpus": fingerprint.of_dataset(path)}
 
 
-def check_corpus(embeddings: Embeddings, dataset_folder, where, field: str = "--embeddings") -> None:
-    """Refuse embeddings (read from ``where``) whose report does not record the corpus of ``dataset_folder`` as it
-    is now: the documents would be another corpus's vectors (one line; a report recording none fails too)."""
-    from .core import fingerprint
-
-    fingerprint.check(embeddings.report.get("corpus"), dataset_folder, str(where), field,
-                      "encode it again with `retrieval-lab encode`")
-
-
 def with_queries_of(encoder: Encoder, dataset, base: Embeddings, params: DenseParams, dist_info=None) -> Embeddings:
     """``base``'s documents unchanged, every query of ``dataset`` encoded by ``encoder``: the embeddings of a
     query-side fine-tuned model, which scores against the documents it was trained on. ``dist_info``: as

@@ -55,9 +55,11 @@ def _queries(args, dataset, retriever) -> dict[str, str]:
         path = source.report.get("dataset") if source is not None else None
         if not path:
             raise InputError("--split needs the queries' BEIR folder: give --dataset", field="--dataset")
-        from ..encoder import check_corpus
+        from ..core import fingerprint
 
-        check_corpus(source, path, args.embeddings)  # the folder may hold another corpus since it was encoded
+        # the folder may hold another corpus since it was encoded
+        fingerprint.check(source.report.get("corpus"), path, str(args.embeddings), "--embeddings",
+                          fingerprint.ENCODE_AGAIN)
         dataset = load_dataset(path, [args.split])
     if dataset is None:
         # every query is already encoded in the embeddings folder; its text is not needed

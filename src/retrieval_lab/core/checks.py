@@ -131,10 +131,8 @@ def check_qrels(qrels, name: str = "qrels") -> None:
 
 
 def check_measures(measures, field: str = "measures") -> list[str]:
-    """A list of measure names, each one :func:`metrics.parse_measure` knows (a lone string is refused: its
-    letters would be taken for names)."""
-    from ..metrics import parse_measure
-
+    """A list of measure names (a lone string is refused: its letters would be taken for names); the caller
+    parses each (``metrics.parse_measure``, a layer above this one)."""
     if isinstance(measures, str) or not isinstance(measures, (list, tuple)):
         raise InputError(f"expected a list of measure names (e.g. ['nDCG@10']), got {measures!r}", field=field)
     if not measures:
@@ -142,7 +140,6 @@ def check_measures(measures, field: str = "measures") -> list[str]:
     for name in measures:
         if not isinstance(name, str):
             raise InputError(f"measure {name!r} is not a name", field=field)
-        parse_measure(name)
     return list(measures)
 
 

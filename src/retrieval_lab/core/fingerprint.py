@@ -17,6 +17,8 @@ from pathlib import Path
 from .errors import InputError
 
 FILE = "corpus.json"  # inside a BM25 index folder: the corpus it was built from
+INDEX_AGAIN = "build it again with `retrieval-lab index`"
+ENCODE_AGAIN = "encode it again with `retrieval-lab encode`"
 _BLOCK = 1 << 20
 
 

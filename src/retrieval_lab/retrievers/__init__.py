@@ -43,8 +43,7 @@ def from_index(name: str, folder, params, dataset):
     documents the dataset does not have."""
     from ..core import fingerprint
 
-    fingerprint.check(fingerprint.read(folder), dataset, str(folder), "--corpus",
-                      "build it again with `retrieval-lab index`")
+    fingerprint.check(fingerprint.read(folder), dataset, str(folder), "--corpus", fingerprint.INDEX_AGAIN)
     return get(name).from_index_folder(folder, params)
 
 

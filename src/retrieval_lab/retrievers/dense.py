@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import fingerprint
 from ..core.errors import InputError
 from ..core.params import DenseParams, Params, base_model
 from ..runs import Run, ranked
@@ -72,7 +73,8 @@ class DenseRetriever:
                 raise InputError(f"its {len(loaded.doc_ids)} documents are not the {len(dataset.corpus)} of "
                                  f"{dataset.path}", str(embeddings), field="--embeddings")
             if dataset is not None:  # the same ids may name other texts: the corpus it was encoded from, checked
-                enc.check_corpus(loaded, dataset.path, embeddings)
+                fingerprint.check(loaded.report.get("corpus"), dataset.path, str(embeddings), "--embeddings",
+                                  fingerprint.ENCODE_AGAIN)
             return cls(loaded, params.dense)
         if dataset is None:
             raise InputError("dense reads an embeddings folder (--embeddings) or a BEIR folder (--dataset)",
