@@ -24,7 +24,8 @@ def test_the_committed_dvc_yaml_holds_the_names_of_params_yaml():
         dataset="support", dense={"dense": "models/base.lock.json"},
         train={"hard": {"negatives": "hard"}, "random": {"negatives": "random"},
                "temperature": {"negatives": "hard"}, "query": {"negatives": "hard"}},
-        mine=["hard", "random"], fusion={"rrf": {}, "weighted": {}}, external={})
+        mine=["hard", "random"], fusion={"rrf": {}, "weighted": {}}, external={},
+        uses={"fusion": {"dense": "dense-ft-query"}, "mine": {"source": "dense"}, "train": {"base": "dense"}})
 
 
 def test_without_training_variants_nothing_is_mined():
@@ -91,7 +92,8 @@ def test_a_block_round_trips_and_a_broken_one_is_named():
         "dataset": "support", "dense": {"dense": "models/base.lock.json"},
         "train": {v: {"negatives": n} for v, n in [("hard", "hard"), ("random", "random"), ("temperature", "hard"),
                                                    ("query", "hard")]},
-        "mine": ["hard", "random"], "fusion": {"rrf": {}, "weighted": {}}, "external": {}}}]
+        "mine": ["hard", "random"], "fusion": {"rrf": {}, "weighted": {}}, "external": {},
+        "uses": {"fusion": {"dense": "dense-ft-query"}, "mine": {"source": "dense"}, "train": {"base": "dense"}}}}]
     with pytest.raises(InputError, match="p.yaml: expected one '# BEGIN generated names' line"):
         declared("vars:\n  # END generated names\n", "p.yaml")
     broken = "vars:\n  # BEGIN generated names\n  - names: {dataset: x}\n  # END generated names\n"

@@ -13,10 +13,13 @@ names come from and fails, naming the difference, while the block says something
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 
 import yaml
 
+from . import report_files
 from .core.errors import InputError
 from .core.params import Params
 
@@ -26,7 +29,9 @@ _HEAD = ("  # BEGIN generated names: written by `retrieval-lab names` from param
          "  # edit params.yaml, then run it. The names stage fails while this block differs from params.yaml.\n")
 # block key -> the params key it mirrors, for messages
 SOURCES = {"dataset": "dataset", "dense": "dense.models", "train": "train.variants", "mine": "train.variants",
-           "fusion": "fusion.methods", "external": "external"}
+           "fusion": "fusion.methods", "external": "external", "uses": "fusion.dense, mine.source and train.base"}
+# the run names single stages read by name (fuse's dense run, mine's source, train's base): in commands and paths
+USES = (("fusion", "dense"), ("mine", "source"), ("train", "base"))
 
 
 @dataclass(frozen=True)
@@ -41,13 +46,47 @@ class PipelineNames:
     mine: list[str]
     fusion: dict[str, dict]  # method -> {} (fuse reads the method's values from params.yaml)
     external: dict[str, dict[str, str]]  # run name -> {path: retrieve-external's dependency}
+    # {section: {key: run name}} of USES: DVC would put params.yaml's own value into a command unchecked
+    uses: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
 
 
+# The files the pipeline writes beside the runs' own: a run named after one (metrics/<dataset>/<run>.json,
+# reports/<dataset>/<run>/) would be written over it, or deleted with it (`dvc repro -s evaluate-external@compare`
+# removed metrics/<dataset>/compare.json). Compared case-blind: on macOS's file system Compare is compare.
+_PIPELINE_FILES = (report_files.COMPARE, "compare.md", "compare.html", report_files.TIMING, *report_files.EVALUATE)
+RESERVED = frozenset(n.lower() for f in _PIPELINE_FILES for n in (f, PurePosixPath(f).stem))
+# a value dvc.yaml puts into a stage's shell command (encode's --model ${item}): a path's characters only, so
+# that no shell reads a `;`, a quote or a `$(...)` in it; never an option (a leading -)
+SHELL_SAFE = re.compile(r"[A-Za-z0-9_./@:+=][A-Za-z0-9_./@:+=-]*")
+
+
+def _check(params: Params) -> None:
+    """Refuse what dvc.yaml cannot take safely: a run name that is one of the pipeline's own files, a model that
+    would be read by the shell, a path holding a DVC interpolation (``${...}``: every dvc command would fail)."""
+    runs = {**{name: f"dense.models.{name}" for name in params.dense.models},
+            **{name: f"external.{name}" for name in params.external}}
+    for name, where in runs.items():
+        if name.lower() in RESERVED:
+            raise InputError(f"run name {name!r} is taken by a file of the pipeline's own (metrics/<dataset>/"
+                             f"{report_files.COMPARE}, reports/<dataset>/compare.md, {report_files.TIMING}, ...): "
+                             "choose another", field=where)
+    for name, spec in params.dense.models.items():
+        if not SHELL_SAFE.fullmatch(spec):
+            raise InputError(f"{spec!r} reaches encode's shell command in dvc.yaml: a model path may hold letters, "
+                             "digits and _ . / @ : + = - only, and not begin with -", field=f"dense.models.{name}")
+    for name, spec in params.external.items():
+        if "${" in spec.path or any(ord(c) < 0x20 for c in spec.path):
+            raise InputError(f"{spec.path!r} holds a DVC interpolation (${{...}}) or a control character: dvc.yaml "
+                             "would read it as one, and every dvc command fail", field=f"external.{name}.path")
+
+
 def names_of(params: Params) -> PipelineNames:
-    """The names of checked params, in params.yaml's order."""
+    """The names of checked params, in params.yaml's order; refused (:func:`_check`) where dvc.yaml could not
+    take them safely."""
+    _check(params)
     return PipelineNames(
         dataset=params.dataset,
         dense=dict(params.dense.models),
@@ -55,6 +94,7 @@ def names_of(params: Params) -> PipelineNames:
         mine=list(dict.fromkeys(v.negatives for v in params.train.variants.values())),
         fusion={name: {} for name in params.fusion.methods},
         external={name: {"path": r.path} for name, r in params.external.items()},
+        uses={section: {key: getattr(getattr(params, section), key)} for section, key in USES},
     )
 
 
@@ -97,10 +137,14 @@ def declared(text: str, source: str) -> PipelineNames | None:
 
 
 def fill(text: str, names: PipelineNames, source: str) -> str:
-    """``text`` with its block replaced by :func:`render` of ``names``."""
+    """``text`` with its block replaced by :func:`render` of ``names``, in the file's own line endings (a dvc.yaml
+    saved with CRLF keeps them)."""
     begin, end = _span(text, source)
     lines = text.splitlines(keepends=True)
-    return "".join(lines[:begin]) + render(names) + "".join(lines[end + 1:])
+    block = render(names)
+    if lines and lines[0].endswith("\r\n"):
+        block = block.replace("\n", "\r\n")
+    return "".join(lines[:begin]) + block + "".join(lines[end + 1:])
 
 
 def differences(have: PipelineNames | None, want: PipelineNames) -> list[str]:
@@ -118,6 +162,12 @@ def differences(have: PipelineNames | None, want: PipelineNames) -> list[str]:
         if key == "mine":  # follows train.variants: said there, unless only the block's list was edited
             if have.train == want.train:
                 found.append(f"the mine stages are {b} by train.variants' negatives, {a} in dvc.yaml")
+            continue
+        if key == "uses":
+            for section, name in USES:
+                wanted, theirs = b.get(section, {}).get(name), a.get(section, {}).get(name)
+                if wanted != theirs:
+                    found.append(f"{section}.{name} is {wanted!r} in params.yaml, {theirs!r} in dvc.yaml")
             continue
         added, removed = [n for n in b if n not in a], [n for n in a if n not in b]
         changed = [n for n in b if n in a and a[n] != b[n]] if isinstance(b, dict) else []

@@ -209,6 +209,11 @@ def test_mine_source_chooses_the_run_that_is_mined(pipeline_copy):
     data = yaml.safe_load(params.read_text(encoding="utf-8"))
     data["mine"]["source"] = "bm25"
     params.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    # the value reaches the command through dvc.yaml's names block, checked and written by `names` (issue 52)
+    assert resolved_stages(pipeline_copy)["mine@random"][0].count("runs/support/dense.trec") == 1
+    from retrieval_lab import cli
+
+    assert cli.main(["names", "--dvc-yaml", str(pipeline_copy / "dvc.yaml"), "--params", str(params)]) == 0
     cmd, deps = resolved_stages(pipeline_copy)["mine@random"]
     assert "--run runs/support/bm25.trec" in cmd and "runs/support/bm25.trec" in deps
     assert not any("dense" in dep for dep in deps)

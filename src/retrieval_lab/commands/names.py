@@ -19,18 +19,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
     from pathlib import Path
 
     from .. import pipeline_names
-    from ..core.atomic import write_text
+    from ..core.atomic import atomic_path
     from ..core.errors import InputError
+    from ..core.params_file import DEFAULT_PARAMS, _located
 
-    want = pipeline_names.names_of(params_of(args))  # a bad name is refused here, naming params.yaml's line
+    params = params_of(args)  # a bad name is refused here, naming params.yaml's line
+    try:
+        want = pipeline_names.names_of(params)  # and what dvc.yaml cannot take safely, here
+    except InputError as exc:
+        raise _located(InputError(exc.reason, args.params or DEFAULT_PARAMS, field=exc.field),
+                       Path(args.params or DEFAULT_PARAMS), args.overrides) from None
     path = Path(args.dvc_yaml)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")  # bytes: CRLF line endings kept as they are
     except FileNotFoundError:
         raise InputError("not found", args.dvc_yaml) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"invalid UTF-8 at byte {exc.start}", args.dvc_yaml) from None
     have = pipeline_names.declared(text, args.dvc_yaml)
     found = pipeline_names.differences(have, want)
     if args.check:
@@ -43,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     if filled == text:
         print(f"{args.dvc_yaml}: its names are params.yaml's already")
         return 0
-    write_text(path, filled)
+    # a dvc.yaml that is a link stays one: the file it points to is written (atomically, in its own folder)
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(filled.encode("utf-8"))
     print(f"{args.dvc_yaml}: names written ({'; '.join(found) or 'the block rewritten'})")
     return 0
