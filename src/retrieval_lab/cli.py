@@ -163,10 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     REPLACED.clear()  # in one process (tests) several commands run: the message names this one's outputs
     code = 2  # an error's exit; 130 for an interrupt, as a shell reports SIGINT
     try:
+        if sys.stdout is None:  # started with file descriptor 1 closed: every print would vanish, and exit 0 lie
+            raise InputError("standard output is closed (file descriptor 1): what this command prints would be "
+                             "lost; redirect it to a file, or to /dev/null to discard it; nothing was done")
         guard(args._paths, args)  # every output checked against every input before anything is written
         done = int(args._run(args) or 0)
-        if sys.stdout is not None:  # None: started with file descriptor 1 closed, print writes nothing
-            sys.stdout.flush()  # a closed pipe or full disk fails here, not at interpreter exit
+        sys.stdout.flush()  # a closed pipe or full disk fails here, not at interpreter exit
         return done
     except InputError as exc:
         message = str(exc)
