@@ -1,8 +1,10 @@
 """The ``evaluate`` stage: one run against one split's qrels -> metrics JSON and a reports folder.
 
-Outputs (each written atomically, all complete before the first is renamed; the reports folder may
-hold other stages' files, e.g. fusion.json, so files are replaced one by one, never the folder, and only
-those its ``.retrieval-lab-written`` lists):
+Outputs (each written atomically, all complete before the first is renamed, and replaced as one set:
+``core.atomic.atomic_set`` records the set in the reports folder from its first rename to its last, so
+an evaluate killed in between leaves a detectably half-replaced set that the next run completes; the
+reports folder may hold other stages' files, e.g. fusion.json, so files are replaced one by one, never the
+folder, and only those its ``.retrieval-lab-written`` lists):
 
 ``metrics``                       means of every ``evaluate.measures`` + query counts + Judged warning
 File names: ``report_files`` (shared with ``compare`` and ``report``).
@@ -34,7 +36,6 @@ The numbers come from :func:`evaluate` (the library API: :class:`Evaluation`) an
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from collections.abc import Callable
@@ -43,7 +44,7 @@ from pathlib import Path
 
 from . import metrics, report_files
 from .core import checks
-from .core.atomic import atomic_path, record_written
+from .core.atomic import atomic_set, finish_set, record_written
 from .core.data import Doc, Qrels, Query, empty_documents_note, load_dataset, positives, read_qrels
 from .core.params import Params
 from .diagnosis import Diagnosis, diagnose
@@ -283,6 +284,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     from .tokenizer import Tokenizer
 
     cfg = params.evaluate
+    finish_set(reports)  # a set a killed evaluate left half-replaced: completed before anything else
     Tokenizer(params.tokenizer)  # fails on bad params before any work
     latency = read_summary(timing_path) if timing_path is not None else None
     data, qrels, source = _load(dataset, split, qrels_path)
@@ -323,10 +325,10 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
             f"Failure diagnosis: {Path(run_path).name} on {split} (k = {cfg.diagnose_k})"),
         Path(metrics_path): _json(metrics_json),
     }
-    with contextlib.ExitStack() as stack:
-        for target, text in texts.items():
-            stack.enter_context(atomic_path(target)).write_text(text, encoding="utf-8")
-    record_written(reports, report_files.EVALUATE)
+    record_written(reports, report_files.EVALUATE)  # first: a set killed midway is still ours to replace
+    with atomic_set(list(texts), reports) as temporaries:  # replaced together: a kill midway is completed next run
+        for tmp, text in zip(temporaries, texts.values()):
+            tmp.write_text(text, encoding="utf-8")
     note = empty_documents_note(data.corpus, params.retrieve.fields,
                                 "never returned by lexical runs; judged relevant, each counts as a miss")
     if note:

@@ -24,11 +24,17 @@ from pathlib import Path
 from .errors import InputError
 
 HOLD_ENV = "RETRIEVAL_LAB_HOLD_BEFORE_RENAME"  # seconds to wait, output complete, before renaming
+HOLD_BETWEEN_ENV = "RETRIEVAL_LAB_HOLD_BETWEEN_RENAMES"  # seconds to wait after a set's first rename (crash tests)
 MARKER = ".retrieval-lab-output"  # inside every folder output: what retrieval-lab wrote there (its manifest)
 MARKER_TEXT = "retrieval-lab wrote this folder and replaces it whole when the stage runs again.\n"
 MANIFEST_HEAD = "files:\n"  # after MARKER_TEXT: one relative path a line, every file the folder output holds
 WRITTEN = ".retrieval-lab-written"  # inside a folder files are written into: the names retrieval-lab wrote
 WRITTEN_TEXT = "retrieval-lab wrote the files below into this folder and replaces only them.\n"
+# in the folder of a set of outputs replaced together (atomic_set), from the first rename to the last: each line
+# "target<TAB>temporary", relative to that folder. Left behind by a run killed midway, it marks the set as
+# half-replaced, and the next one completes it before anything else (finish_set)
+REPLACING = ".retrieval-lab-replacing"
+REPLACING_TEXT = "retrieval-lab was replacing the files below together; the next run completes the set.\n"
 # temporaries and set-aside old outputs: a folder of this name holding TEMPORARY with TEMPORARY_TEXT; the
 # sweep removes nothing else (a user's ``.out.trec.tmp-backup`` is not ours)
 TEMPORARY = ".retrieval-lab-temporary"
@@ -295,6 +301,89 @@ def atomic_path(target: PathArg, is_dir: bool = False) -> Iterator[Path]:
     finally:
         if box is not None:
             shutil.rmtree(box, ignore_errors=True)
+
+
+def finish_set(folder: PathArg) -> list[str]:
+    """Complete a set of outputs a killed run left half-replaced in ``folder`` (its :data:`REPLACING` record):
+    every temporary still waiting is renamed onto its output, so the set is wholly the new one, as the run
+    would have left it. Returns the outputs renamed; nothing happens without a record of ours."""
+    folder = Path(folder)
+    record = folder / REPLACING
+    (folder / (REPLACING + ".part")).unlink(missing_ok=True)  # a record killed while written: no rename began
+    text = _our_file_text(record)
+    if text is None or not text.startswith(REPLACING_TEXT):
+        return []
+    done = []
+    for line in text[len(REPLACING_TEXT):].splitlines():
+        target_rel, _, tmp_rel = line.partition("\t")
+        target, tmp = folder / target_rel, folder / tmp_rel
+        if not tmp_rel or not _ours(tmp.parent):
+            continue
+        if _exists(tmp):  # not renamed yet: renamed now
+            _replace(tmp, target)
+            done.append(str(target))
+        shutil.rmtree(tmp.parent, ignore_errors=True)  # its box, emptied or not by the killed run
+    record.unlink()
+    for line in text[len(REPLACING_TEXT):].splitlines():
+        target = folder / line.partition("\t")[0]
+        if target.parent.is_dir():
+            _sweep(target, OLD_TAG)
+    return done
+
+
+@contextlib.contextmanager
+def atomic_set(targets: list[PathArg], folder: PathArg) -> Iterator[list[Path]]:
+    """Temporaries for several file outputs replaced together: every one complete before the first rename,
+    and a record (:data:`REPLACING`, in ``folder``) from the first rename to the last, so that a run killed
+    between two renames leaves a set that is detectably half-replaced, and that the next :func:`finish_set`
+    (the next run: :func:`atomic_set` calls it first) completes. Each output replaces only what
+    :func:`check_replaceable` allows; an exception before the first rename leaves every old output as it was.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    finish_set(folder)
+    targets = [Path(t) for t in targets]
+    for target in targets:
+        check_replaceable(target)
+    boxes: list[Path] = []
+    pending: list[tuple[Path, Path]] = []
+    recorded = False
+    try:
+        for target in targets:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _sweep(target, TMP_TAG)
+            boxes.append(_box(target, TMP_TAG))
+            tmp = boxes[-1] / (target.name if target.name != TEMPORARY else "output")
+            tmp.touch()
+            pending.append((target, tmp))
+        yield [tmp for _, tmp in pending]
+        if os.environ.get(HOLD_ENV):
+            time.sleep(float(os.environ[HOLD_ENV]))
+        for target, tmp in pending:
+            os.chmod(tmp, 0o666 & ~_umask())
+            check_replaceable(target)
+        lines = "".join(f"{os.path.relpath(t, folder)}\t{os.path.relpath(m, folder)}\n" for t, m in pending)
+        record, part = folder / REPLACING, folder / (REPLACING + ".part")
+        part.write_text(REPLACING_TEXT + lines, encoding="utf-8")
+        os.replace(part, record)  # whole or absent: a record cut short would complete half a set
+        recorded = True
+        for i, (target, tmp) in enumerate(pending):
+            _replace(tmp, target)
+            REPLACED.append(str(target))
+            if i == 0 and os.environ.get(HOLD_BETWEEN_ENV):  # fault injection: a window to SIGKILL in
+                time.sleep(float(os.environ[HOLD_BETWEEN_ENV]))
+        record.unlink()
+        recorded = False
+        for target, _ in pending:
+            _sweep(target, OLD_TAG)
+    except BaseException as exc:
+        if isinstance(exc, OSError) and pending:
+            _name_target(exc, pending[0][0], None)
+        raise
+    finally:
+        if not recorded:  # before the record (or after the set was whole): the temporaries are ours to drop
+            for box in boxes:
+                shutil.rmtree(box, ignore_errors=True)
 
 
 def write_text(target: PathArg, text: str) -> None:
