@@ -124,7 +124,7 @@ def test_no_command_takes_a_value_from_params_yaml_unchecked():
         body = stage.get("do", stage)
         for expr in re.findall(r"\$\{([^}]+)\}", body["cmd"] + " ".join(map(str, body.get("deps", [])))):
             found.append(expr)
-            assert expr.startswith("names.") or expr in ("key", "item") or expr.startswith("item."), \
+            assert expr.startswith(("names.", "item.")) or expr in ("key", "item"), \
                 f"{name}: ${{{expr}}} reaches its command from params.yaml unchecked"
     assert "names.uses.mine.source" in found and "names.uses.fusion.dense" in found and len(found) > 50
 
