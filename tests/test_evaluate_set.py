@@ -11,11 +11,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 from beir_fixtures import REPO, default_params, write_beir
 from test_cli_errors import CORPUS, QRELS, QUERIES
 
-from retrieval_lab import cli
+from retrieval_lab import cli, comparison
 from retrieval_lab.core.atomic import HOLD_BETWEEN_ENV, REPLACING, WRITTEN
+from retrieval_lab.core.errors import InputError
 
 RUN_A = "q2 Q0 d2 1 2.0 t\nq2 Q0 d1 2 1.0 t\nq3 Q0 d3 1 3.0 t\n"
 RUN_B = "q2 Q0 d1 1 2.0 t\nq2 Q0 d3 2 1.0 t\nq3 Q0 d2 1 3.0 t\nq3 Q0 d3 2 1.0 t\n"  # every file differs from A's
@@ -59,7 +61,9 @@ def test_an_evaluate_killed_between_renames_is_detected_and_completed(tmp_path, 
         child.wait()
     mixed = _set(tmp_path)
     assert mixed["per_query.json"] == new["per_query.json"] and mixed["metrics"] == old["metrics"]  # the mix
-    assert (tmp_path / "rep" / REPLACING).is_file()  # ... and it says so
+    assert (tmp_path / "rep" / REPLACING).is_file()  # ... and it says so: compare refuses to read it
+    with pytest.raises(InputError, match="a killed run left half-replaced"):
+        comparison.compare(tmp_path, [["rep-b", "rep"]], "nDCG@10", permutations=10)
 
     # the next evaluate completes the set first: here one that then fails on its run, naming it in one line
     (tmp_path / "other.trec").write_text("x1 Q0 d1 1 2.0 t\n")
@@ -68,4 +72,5 @@ def test_an_evaluate_killed_between_renames_is_detected_and_completed(tmp_path, 
     assert "shares no query with the qrels" in capsys.readouterr().err
     assert _set(tmp_path) == new  # wholly the killed run's set: every file, the metrics too
     assert not (tmp_path / "rep" / REPLACING).exists()
+    comparison.compare(tmp_path, [["rep-b", "rep"]], "nDCG@10", permutations=10)  # whole again: read
     assert [p.name for p in tmp_path.rglob(".*") if "retrieval-lab-" in p.name and p.is_dir()] == []

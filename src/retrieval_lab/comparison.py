@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import stats
+from .core.atomic import check_whole
 from .core.data import require_file
 from .core.errors import InputError
 from .latency import LatencyRow, markdown_rows, read_summary
@@ -239,6 +240,7 @@ def family_of(rows: Iterable[ComparisonRow | None], family_level: float, permuta
 
 def _read_entries(path: Path) -> dict[str, dict]:
     require_file(path, " (run the evaluate stage for this run first)")
+    check_whole(path)  # a killed evaluate's half-replaced reports: never compared
     return per_query_measures(path.read_text(encoding="utf-8"), str(path))
 
 

@@ -45,7 +45,7 @@ from .comparison import (
     rule_sentence,
     strata_flags,
 )
-from .core.atomic import write_text
+from .core.atomic import check_whole, write_text
 from .core.data import require_file
 from .core.errors import InputError
 from .core.params import Params
@@ -349,6 +349,7 @@ def compare_page(result: Comparisons, reports_root: str | Path, runs_root: str |
     for name in names:
         path = Path(reports_root) / name / PER_QUERY
         require_file(path, " (run the evaluate stage first)")
+        check_whole(path)  # a killed evaluate's half-replaced reports: never shown
         entries = per_query_measures(path.read_text(encoding="utf-8"), str(path))
         strata = strata or strata_flags(entries)
         diagnosis = Path(reports_root) / name / DIAGNOSIS

@@ -331,6 +331,15 @@ def finish_set(folder: PathArg) -> list[str]:
     return done
 
 
+def check_whole(path: PathArg) -> None:
+    """Refuse to read ``path`` when its folder holds a set a killed run left half-replaced (:data:`REPLACING`):
+    its files would mix two runs' results; the next run of the writer completes the set."""
+    record = Path(path).parent / REPLACING
+    if _our_file_text(record) is not None:
+        raise InputError(f"is one of a set of outputs a killed run left half-replaced ({record} says which): run "
+                         "the stage that writes them again (it completes the set first)", str(path))
+
+
 @contextlib.contextmanager
 def atomic_set(targets: list[PathArg], folder: PathArg) -> Iterator[list[Path]]:
     """Temporaries for several file outputs replaced together: every one complete before the first rename,
