@@ -125,6 +125,7 @@ def _run_cases() -> dict:
     cases["numpy_nan_score"] = ({"q2": {"d2": np.float32("nan")}, "q3": {"d3": 1.0}}, "is not finite")
     cases["numpy_infinite_score"] = ({"q2": {"d2": np.float64("inf")}, "q3": {"d3": 1.0}}, "is not finite")
     cases["bool_score"] = ({"q2": {"d2": True}, "q3": {"d3": 1.0}}, "is not a number")
+    cases["int_beyond_a_double"] = ({"q2": {"d2": 10**400}, "q3": {"d3": 1.0}}, "is not finite")  # no traceback
     cases["id_with_a_space"] = ({"q2": {"d 2": 1.0}, "q3": {"d3": 1.0}}, "cannot carry it")
     return cases
 

@@ -95,7 +95,10 @@ def check_run(run, name: str = "run") -> None:
     import numpy as np
 
     count = sum(len(docs) for docs in run.values())
-    values = np.fromiter((s for docs in run.values() for s in docs.values()), dtype=np.float64, count=count)
+    try:
+        values = np.fromiter((s for docs in run.values() for s in docs.values()), dtype=np.float64, count=count)
+    except (OverflowError, TypeError, ValueError):  # an int beyond a double's range, or an odd Real
+        _locate_run(run, name)
     if not np.isfinite(values).all():
         _locate_run(run, name)
 
@@ -110,8 +113,12 @@ def _locate_run(run: Mapping, name: str) -> None:
             identifier(did, "document", where)
             if not _real(score):
                 raise InputError(f"score {score!r} is not a number", field=where)
-            if not math.isfinite(score):
-                raise InputError(f"score {score!r} is not finite", field=where)
+            try:
+                finite = math.isfinite(score)
+            except OverflowError:  # an int no double holds
+                finite = False
+            if not finite:
+                raise InputError(f"score {str(score)[:40]} is not finite", field=where)
     raise AssertionError("check_run refused a run _locate_run finds nothing wrong with")  # pragma: no cover
 
 
