@@ -467,3 +467,26 @@ def test_losers_that_vanish_with_their_metrics_rewritten_cannot_pass_an_allowed_
     assert code == 3
     assert lines[0].startswith("**Cannot judge**: bm25: 12 judged queries vanished at head (e.g. q00); scored 0 "
                                "there, the change would regress (nDCG@10 -0.3000 [")
+
+
+def test_the_report_refuses_a_half_replaced_set_in_the_workspace_or_a_commit(tmp_path):
+    # issue 52: evaluate's outputs are one set; a killed evaluate leaves a record beside them that every
+    # reader honours, the report too (it read per_query.json from a set half of another run)
+    from retrieval_lab.core.atomic import REPLACING, REPLACING_TEXT
+    from retrieval_lab.core.errors import InputError
+    from retrieval_lab.reporting.gather import Revision
+
+    (tmp_path / "reports" / "bm25").mkdir(parents=True)
+    (tmp_path / "reports" / "bm25" / "per_query.json").write_text('{"queries": {}}')
+    sh(["git", "init", "-q", "-b", "main"], tmp_path)
+    sh(["git", "add", "-A"], tmp_path)
+    sh(["git", "commit", "-qm", "whole"], tmp_path)
+    path = "reports/bm25/per_query.json"
+    assert Revision(str(tmp_path), None).read_whole(path) == Revision(str(tmp_path), "main").read_whole(path)
+    (tmp_path / "reports" / "bm25" / REPLACING).write_text(REPLACING_TEXT + "per_query.json\n")
+    with pytest.raises(InputError, match="a killed run left half-replaced"):
+        Revision(str(tmp_path), None).read_whole(path)
+    sh(["git", "add", "-A"], tmp_path)
+    sh(["git", "commit", "-qm", "half"], tmp_path)
+    with pytest.raises(InputError, match=r"main:reports/bm25/per_query.json: is one of a set .* killed run"):
+        Revision(str(tmp_path), "main").read_whole(path)

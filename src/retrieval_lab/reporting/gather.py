@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..comparison import ComparisonRow, per_query_measures, values_of
+from ..core.atomic import REPLACING, check_whole
 from ..core.data import Dataset, Qrels, load_dataset, read_qrels
 from ..core.errors import InputError
 from ..metrics import parse_measure
@@ -185,6 +186,18 @@ class Revision:
                 return None  # a link out of the repository reads nothing
             path = target
         return None
+
+    def read_whole(self, path: str) -> str | None:
+        """:meth:`read` of one file of a set written together (evaluate's reports), refused when its folder
+        holds the record a killed writer leaves while the set is half replaced (:func:`core.atomic.check_whole`)."""
+        record = posixpath.join(posixpath.dirname(path), REPLACING)
+        if self.rev is WORKSPACE:
+            check_whole(Path(self.repo) / path)
+        elif self._tree(record, recursive=False):
+            raise InputError(f"is one of a set of outputs a killed run left half-replaced ({record} is committed "
+                             "beside it): run the stage that writes them again and commit its outputs",
+                             self.source(path))
+        return self.read(path)
 
     def read(self, path: str) -> str | None:
         """The text of ``path`` at this revision; None when it has none."""
@@ -394,7 +407,7 @@ def gather(base: str, head: str | None, paths: ReportPaths, variants: list[str],
     found, metrics = [], {}
     for name in names:
         path = paths.report_file(name, PER_QUERY)
-        texts = [rev.read(path) for rev in revs]
+        texts = [rev.read_whole(path) for rev in revs]
         sources = (revs[0].source(path), revs[1].source(path))
         entries = [None if t is None else per_query_measures(t, s) for t, s in zip(texts, sources)]
         mpath = paths.metrics_file(name)
