@@ -99,6 +99,8 @@ def test_text_and_integer_outputs_equal_the_committed_lock(built):
     for stage in EXACT_STAGES:
         assert stage in committed["stages"], f"{stage} is not in the committed dvc.lock"
         produced_outs = {o["path"]: o for o in produced["stages"][stage]["outs"]}
+        assert produced_outs.keys() == {o["path"] for o in committed["stages"][stage]["outs"]}, \
+            f"{stage}: its outputs are not the committed dvc.lock's (dvc.yaml changed: commit a regenerated dvc.lock)"
         for want in committed["stages"][stage]["outs"]:
             got = produced_outs[want["path"]]
             assert got["md5"] == want["md5"], f"{stage}: {want['path']} differs from the committed dvc.lock"
