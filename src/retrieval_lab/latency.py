@@ -90,7 +90,7 @@ class Timing:
 
 
 def read_summary(path: str | Path) -> dict:
-    """The summary of a ``timing.json``; a file that is not one is a one-line error naming it."""
+    """The summary of a file ``retrieve --timing`` wrote; a file that is not one is a one-line error naming it."""
     try:
         obj = json.loads(Path(path).read_text(encoding="utf-8"))
         summary = obj["summary"]

@@ -365,7 +365,7 @@ def _loss(text: str | None) -> Series | None:
 
 
 def _timing(text: str | None) -> dict | None:
-    """A timing.json's latency summary; None when absent or not one (latency is shown, never gated)."""
+    """A timing file's latency summary; None when absent or not one (latency is shown, never gated)."""
     if not text:
         return None
     try:
