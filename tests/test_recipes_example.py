@@ -89,7 +89,7 @@ def test_the_recipe_case_end_to_end(work, capsys):
 
     for name in RUNS:
         assert run_command("retrieve", ["--retriever", "external", "--external", name, "--dataset", "beir",
-                                        "--output", f"runs/{name}.trec", "--timing", f"reports/{name}/timing.json",
+                                        "--output", f"runs/{name}.trec", "--timing", f"latency/{name}.json",
                                         "--params", "params.yaml"]) == 0, capsys.readouterr().err
     runs = {name: read_run(f"runs/{name}.trec") for name in RUNS}
     assert all(len(run) == 50 for run in runs.values())
@@ -115,7 +115,7 @@ def test_the_recipe_case_end_to_end(work, capsys):
         assert run_command("evaluate", ["--dataset", "beir", "--split", "test", "--qrels", "qrels-test.tsv",
                                         "--run", f"runs/{name}.trec",
                                         "--metrics", f"metrics/{name}.json", "--reports", f"reports/{name}",
-                                        "--timing", f"reports/{name}/timing.json", "--params", "params.yaml"]) == 0
+                                        "--timing", f"latency/{name}.json", "--params", "params.yaml"]) == 0
     metrics = {name: json.loads(Path(f"metrics/{name}.json").read_text()) for name in RUNS}
     for name in RUNS:
         rr, ap = _rr_ap_at_3(runs[name], judged)
@@ -134,7 +134,8 @@ def test_the_recipe_case_end_to_end(work, capsys):
     assert metrics["minilm-k3"]["RR@3"] > 0.6  # the base model finds most recipes: the example is no strawman
 
     assert run_command("compare", ["--reports-root", "reports", "--output", "metrics/compare.json",
-                                   "--markdown", "reports/compare.md", "--params", "params.yaml"]) == 0
+                                   "--markdown", "reports/compare.md", "--timing-root", "latency",
+                                   "--params", "params.yaml"]) == 0
     compare = json.loads(Path("metrics/compare.json").read_text())
     same = compare["pairs"]["minilm-k3 vs minilm-k10"]
     assert same["mean_difference"] == 0.0 and same["ties"] == same["queries"]

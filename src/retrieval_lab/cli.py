@@ -46,6 +46,7 @@ GROUPS: dict[str, dict[str, str]] = {
     },
     "review a change, judgments and models": {
         "report": "report",
+        "latency": "latency",
         "table": "table",
         "pr-comment": "pr_comment",
         "pool": "pool",

@@ -24,7 +24,7 @@ from .core.data import require_file
 from .core.errors import InputError
 from .latency import LatencyRow, markdown_rows, read_summary
 from .metrics import Coverage, measure_run, parse_measure
-from .report_files import PER_QUERY, TIMING
+from .report_files import PER_QUERY
 
 ALL = "all"  # the stratum label of a comparison over every shared query
 
@@ -132,7 +132,8 @@ class Comparisons:
     measure: str
     family: Family
     rows: tuple[PairComparison, ...]  # family order: each pair's overall row, then its strata
-    latency: tuple[LatencyRow, ...] = ()  # pairs whose runs both have a timing.json: shown, not judged
+    latency: tuple[LatencyRow, ...] = ()  # with a timing root, pairs whose runs both have a timing: not judged
+    untimed: tuple[str, ...] = ()  # with a timing root, the pairs' runs without one (fused runs are never timed)
 
     def to_json(self) -> dict:
         pairs: dict[str, dict] = {}
@@ -259,7 +260,8 @@ def strata_groups(queries: set[str], *flags: dict[str, bool]) -> dict[str, list[
 
 
 def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, family_level: float = 0.95,
-            permutations: int = 10000, seed: int = 0, runs: list[str] | None = None) -> Comparisons:
+            permutations: int = 10000, seed: int = 0, runs: list[str] | None = None,
+            timing_root: str | Path | None = None) -> Comparisons:
     """Compare every pair on ``measure`` over the queries both runs were evaluated on, as one family.
 
     When the shared queries fall in both strata (seen: a relevant document is a training
@@ -269,6 +271,10 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
 
     ``runs``: the only run names a pair may use (the stage's declared dependencies), so that a
     pair added to params.yaml cannot read a report DVC does not track for this stage.
+
+    ``timing_root``: a folder of ``<run>.json`` (``retrieve --timing``); latency rows are added for the
+    pairs whose runs both have one (shown, never judged). Without it no timing is read: wall times differ
+    on every run, and the pipeline's compare keeps the same bytes on a rerun.
     """
     parse_measure(measure)
     root = Path(reports_root)
@@ -305,9 +311,19 @@ def compare(reports_root: str | Path, pairs: list[list[str]], measure: str, fami
         if row is None:
             raise InputError(f"{a} and {b} share no evaluated query", str(root), field=f"compare.pairs[{i}]")
         out.append(PairComparison(a, b, stratum, row))
-    timings = {name: read_summary(root / name / TIMING) for name in cache if (root / name / TIMING).exists()}
-    latency = tuple(LatencyRow(a, b, timings[a], timings[b]) for a, b in pairs if a in timings and b in timings)
-    return Comparisons(measure, family_of(rows, family_level, permutations, seed), tuple(out), latency)
+    latency, untimed = _latency(timing_root, pairs, list(cache)) if timing_root is not None else ((), ())
+    return Comparisons(measure, family_of(rows, family_level, permutations, seed), tuple(out), latency, untimed)
+
+
+def _latency(timing_root: str | Path, pairs: list[list[str]], names: list[str]) -> tuple[tuple, tuple]:
+    """The latency rows of the pairs whose runs both have ``<timing_root>/<run>.json``, and the runs without."""
+    root = Path(timing_root)
+    timings = {name: read_summary(root / f"{name}.json") for name in names if (root / f"{name}.json").is_file()}
+    if not timings:  # a wrong folder would otherwise pass for runs that were never timed
+        raise InputError(f"holds no <run>.json of the runs compared ({', '.join(names)})", str(root),
+                         field="--timing-root")
+    rows = tuple(LatencyRow(a, b, timings[a], timings[b]) for a, b in pairs if a in timings and b in timings)
+    return rows, tuple(name for name in names if name not in timings)
 
 
 def _values(per_query: dict[str, dict[str, float]], measure: str) -> dict[str, float]:
@@ -438,6 +454,8 @@ def to_markdown(result: Comparisons) -> str:
                          f"{r.baseline} and {r.candidate} and are left out of that pair.")
     lines += rough_tail_note([r.row for r in result.rows], result.family)
     lines += markdown_rows(list(result.latency))
+    if result.untimed:
+        lines.append(f"\nNot timed (no timing file): {', '.join(result.untimed)}.")
     return "\n".join(lines) + "\n"
 
 

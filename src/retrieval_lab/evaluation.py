@@ -15,10 +15,10 @@ File names: ``report_files`` (shared with ``compare`` and ``report``).
 ``reports/first_positive_hist.csv``   bucket,queries: how many queries have their first positive in each rank band
 ``reports/diagnosis.json|.md``    failure classes of queries without a positive in the top diagnose_k
 
-With a timing (``retrieve --timing``: ``reports/<run>/timing.json``), the metrics JSON also holds
+With a timing (``evaluate --timing FILE``: what ``retrieve --timing`` wrote), the metrics JSON also holds
 ``latency``: p50/p95/p99 and mean milliseconds, queries per second, the concurrency, what a query's
 time covers and the machine, as measured when the run was made (latency.py). Never a measure:
-nothing judges or gates it unless asked.
+nothing judges or gates it. The pipeline gives none: a wall time would change a tracked file on each run.
 
 ``depth`` is the larger of ``retrieve.depth`` and the longest ranking in the run.
 

@@ -1,10 +1,12 @@
 """Latency beside quality: per-query wall times of a retriever, summarised with the machine they ran on.
 
-``retrieve`` measures every run (built-in retrievers query by query on a timing pass, the user's own
-ones on the calls that made the run) and writes :class:`Timing` to ``reports/<dataset>/<run>/timing.json``;
-``evaluate`` copies its summary into the metrics JSON, ``compare`` and ``report`` show it in rows of
-their own (never judged: wall times are not reproducible). A stage restored from DVC's cache reports
-the timing measured when it ran: the file says when and where.
+``retrieve --timing FILE`` measures a run (built-in retrievers query by query on a timing pass, the user's
+own ones on the calls that made the run) and writes :class:`Timing` there. The pipeline writes
+``latency/<dataset>/<run>.json``, a folder neither git nor DVC tracks: a wall time differs on every run,
+and DVC records the hash of every declared output in dvc.lock, so no tracked file may hold one. Latency
+is shown only when asked: ``retrieval-lab latency DIR`` (:func:`latency_text`), ``compare --timing-root``
+and ``report --timing-root`` read ``DIR/<run>.json``; ``evaluate --timing`` copies a summary into a
+metrics JSON of the user's own. Never judged, never gated.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,7 +90,7 @@ class Timing:
 
 
 def read_summary(path: str | Path) -> dict:
-    """The summary of a ``timing.json``; a file that is not one is a one-line error naming it."""
+    """The summary of a file ``retrieve --timing`` wrote; a file that is not one is a one-line error naming it."""
     try:
         obj = json.loads(Path(path).read_text(encoding="utf-8"))
         summary = obj["summary"]
@@ -96,10 +98,43 @@ def read_summary(path: str | Path) -> dict:
             if not isinstance(summary[key], (int, float)):
                 raise TypeError(f"'{key}' is not a number")
     except FileNotFoundError:
-        raise InputError("no such file (the retrieve stage writes it with --timing)", str(path)) from None
+        raise InputError("no such file (retrieve --timing writes it)", str(path)) from None
     except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a retrieve timing.json ({exc})", str(path), field="summary") from None
+        raise InputError(f"not a retrieve --timing file ({exc})", str(path), field="summary") from None
     return summary
+
+
+def read_timing(path: str | Path) -> Timing:
+    """A file ``retrieve --timing`` wrote; one that is not one is a one-line error naming it."""
+    read_summary(path)  # the summary's numbers checked, with its error
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        timing = Timing.from_json(obj)
+        if not isinstance(timing.seconds, dict) or not isinstance(timing.machine, dict):
+            raise TypeError("'seconds' and 'machine' must be objects")
+        if not all(isinstance(v, (int, float)) for v in timing.seconds.values()):
+            raise TypeError("'seconds' must map query ids to numbers")
+    except (KeyError, TypeError) as exc:
+        raise InputError(f"not a retrieve --timing file ({exc})", str(path)) from None
+    return timing
+
+
+def read_folder(folder: str | Path, runs: Sequence[str] | None = None) -> dict[str, Timing]:
+    """run name -> :class:`Timing` of ``<folder>/<run>.json``: the ``runs`` named, else every file there.
+
+    A run named without its file, a missing folder or one without any file is a one-line error: there is
+    nothing to show, and an empty table would pass for one.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise InputError("no such folder (retrieve --timing FOLDER/<run>.json writes into it)", str(root))
+    names = list(runs) if runs else sorted(p.stem for p in root.glob("*.json"))
+    if not names:
+        raise InputError("holds no <run>.json (retrieve --timing writes them)", str(root))
+    missing = [n for n in names if not (root / f"{n}.json").is_file()]
+    if missing:
+        raise InputError(f"no timing for {', '.join(missing)} (expected {missing[0]}.json)", str(root))
+    return {name: read_timing(root / f"{name}.json") for name in names}
 
 
 def time_each(search_one: Callable[[str], object], qids: Iterable[str]) -> tuple[dict[str, float], float]:
@@ -156,3 +191,45 @@ def markdown_rows(rows: list[LatencyRow], what: str = "baseline → candidate") 
         lines.append(f"| {r.baseline} | {r.candidate} | {' | '.join(cells)} | {a['concurrency']} → "
                      f"{b['concurrency']} | {same} |")
     return lines
+
+
+def _failed(timing: Timing) -> str:
+    calls = timing.calls
+    return f"{calls['failed']} of {calls['queries']}" if calls else "–"
+
+
+def table_rows(timings: Mapping[str, Timing]) -> list[str]:
+    """One markdown row per run: its p50/p95/p99 and QPS, the concurrency, what a query's time covers, the
+    failed calls (your own retrievers), the machine and when."""
+    lines = [("| run | queries | concurrency | p50 ms | p95 ms | p99 ms | QPS | failed | one query's time | "
+              "machine | measured at |"), "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|"]
+    for name, t in timings.items():
+        s = t.summary()
+        where = f"{t.machine.get('cpu')}, {t.machine.get('cpu_count')} CPUs"
+        lines.append(f"| {name} | {s['queries']} | {s['concurrency']} | {s['p50_ms']:.2f} | {s['p95_ms']:.2f} | "
+                     f"{s['p99_ms']:.2f} | {s['qps']:.1f} | {_failed(t)} | {s['scope']} | {where} | "
+                     f"{t.measured_at} |")
+    return lines
+
+
+def latency_text(folder: str | Path, runs: Sequence[str] | None = None, base: str | Path | None = None) -> str:
+    """What ``retrieval-lab latency`` prints: each run's latency in ``folder``; with ``base`` (another such
+    folder, e.g. a copy made on the main branch) each run at base -> head with head - base.
+
+    Runs in one folder only are named; none in both is an error (nothing to compare).
+    """
+    head = read_folder(folder, runs)
+    lines = [f"# Latency: {folder} (measured when each run was made, never judged)", ""] + table_rows(head)
+    if base is None:
+        return "\n".join(lines) + "\n"
+    names = [n for n in head if (Path(base) / f"{n}.json").is_file()]
+    if not names:
+        raise InputError(f"holds none of the runs of {folder} ({', '.join(head)}): nothing to compare",
+                         str(base), field="--base")
+    old = read_folder(base, names)
+    rows = [LatencyRow(f"{n} @ {base}", f"{n} @ {folder}", old[n].summary(), head[n].summary()) for n in names]
+    lines += markdown_rows(rows, "base → head")
+    alone = [n for n in head if n not in old]
+    if alone:
+        lines += ["", f"Not at base ({base}): {', '.join(alone)}."]
+    return "\n".join(lines) + "\n"

@@ -11,5 +11,4 @@ FIRST_POSITIVE_HIST = "first_positive_hist.csv"
 DIAGNOSIS = "diagnosis.json"  # failure classes of queries without a positive in the top diagnose_k
 DIAGNOSIS_MD = "diagnosis.md"
 EVALUATE = (PER_QUERY, RECALL_CURVE, FIRST_POSITIVE_RANKS, FIRST_POSITIVE_HIST, DIAGNOSIS, DIAGNOSIS_MD)  # all it writes
-TIMING = "timing.json"  # written by retrieve --timing beside evaluate's files: per-query latency (latency.py)
 COMPARE = "compare.json"  # the compare stage's metrics file (metrics/<dataset>/compare.json)

@@ -7,9 +7,9 @@ through their measures instead: each measure in ``metrics/<dataset>/*.json`` mus
 within ``MEASURE_TOLERANCE`` of the committed value; a file of an exact stage must match to
 the last digit. The tolerance is measured by ``scripts/measure_float_drift.py`` (docs/reproducibility.md).
 
-Wall times are never reproducible: ``timing.json`` (retrieve) is not compared at all, and the files
-that carry its summary (the metrics JSONs' ``latency``, compare's latency rows) are compared without
-it (:func:`without_latency`).
+Wall times are never reproducible, so no output holds one: the retrieve stages write them with
+``--timing`` into ``latency/`` (dvc.yaml), which no stage declares and git ignores. Every output the pipeline declares,
+metrics JSONs and compare's files included, is the same bytes on a rerun on the same machine.
 """
 
 from __future__ import annotations
@@ -48,33 +48,6 @@ def measure_values(metrics: dict, name: str) -> dict[str, float]:
                 for key in _COMPARE_MEASURES if isinstance(values.get(key), (int, float))}
     return {key: float(value) for key, value in metrics.items()
             if _is_measure(key) and isinstance(value, (int, float)) and not isinstance(value, bool)}
-
-
-TIMING_FILE = "timing.json"  # report_files.TIMING: a retrieve stage's wall times
-LATENCY_HEADING = "\n## Latency"  # compare.md's latency table starts here (latency.markdown_rows)
-
-
-def without_latency(path: str, data: bytes) -> bytes | None:
-    """``data`` of the output ``path`` with its wall times left out (None: a timing file, nothing to compare).
-
-    Everything else must still be equal to the byte.
-    """
-    if Path(path).name == TIMING_FILE:
-        return None
-    if path.endswith(".json") and b'"latency"' in data:
-        obj = json.loads(data)
-        if isinstance(obj, dict):
-            obj.pop("latency", None)
-            return json.dumps(obj, indent=2, ensure_ascii=False).encode()
-    if path.endswith(".md") and LATENCY_HEADING.encode() in data:
-        return data.split(LATENCY_HEADING.encode())[0]
-    return data
-
-
-def carries_latency(path: str) -> bool:
-    """Outputs whose bytes hold wall times: timing files, metrics JSONs, compare's outputs."""
-    p = Path(path)
-    return p.name == TIMING_FILE or p.parent.parent.name == "metrics" or p.name == "compare.md"
 
 
 def exact_metrics() -> set[str]:

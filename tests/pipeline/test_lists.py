@@ -137,7 +137,8 @@ def test_a_second_model_reruns_only_its_own_stages(tmp_path):
     assert set(status()) == {"names", "encode@tiny", "retrieve-dense@tiny", "evaluate-dense@tiny"}
     stages = _stages(root)
     assert "models/tiny" in stages["encode@tiny"]["deps"]
-    assert stages["retrieve-dense@tiny"]["outs"] == ["reports/support/tiny/timing.json", "runs/support/tiny.trec"]
+    assert stages["retrieve-dense@tiny"]["outs"] == ["runs/support/tiny.trec"]  # its timing: latency/, no output
+    assert "--timing latency/support/tiny.json" in stages["retrieve-dense@tiny"]["cmd"]
     assert stages["encode@tiny"]["outs"] == ["data/embeddings/tiny/support"]  # cached apart from dense's
 
 

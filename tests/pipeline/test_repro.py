@@ -2,7 +2,8 @@
 
 - Level 1, same machine and thread count: two clean ``dvc repro`` runs made here, the second
   interrupted by a SIGKILL mid-stage and recovered by ``dvc repro``, give identical bytes for
-  every output. Nothing is compared with bytes made on another machine.
+  every output, metrics JSONs and compare's files included (wall times go to the untracked
+  latency/, no output). Nothing is compared with bytes made on another machine.
 - Level 2, any x86-64 CPU: outputs of the stages that read only text and integers equal the
   committed dvc.lock; every measure of every committed metrics file is within
   ``reproducibility.MEASURE_TOLERANCE`` (exact for lexical runs).
@@ -43,7 +44,7 @@ from pipeline_fixtures import (
     write_names,
 )
 
-from retrieval_lab.reproducibility import EXACT_STAGES, carries_latency, drift, without_latency
+from retrieval_lab.reproducibility import EXACT_STAGES, drift
 
 pytestmark = pytest.mark.slow
 
@@ -69,16 +70,18 @@ def test_repro_builds_every_stage_and_metric(built):
     for name in RETRIEVERS:
         metrics = json.loads((built / "metrics" / DATASET / f"{name}.json").read_text())
         assert 0.0 < metrics["nDCG@10"] <= 1.0 and metrics["queries_evaluated"] == 70, (name, metrics)
-    for name in RETRIEVERS:  # latency beside quality: every retrieve stage timed its run (fusion reads two runs)
-        latency = json.loads((built / "metrics" / DATASET / f"{name}.json").read_text()).get("latency")
+    for name in RETRIEVERS:  # every retrieve stage timed its run (fusion reads two runs) into latency/, untracked
+        assert "latency" not in json.loads((built / "metrics" / DATASET / f"{name}.json").read_text()), name
+        timing = built / "latency" / DATASET / f"{name}.json"
         if name.startswith("fused-"):
-            assert latency is None, name
+            assert not timing.exists(), name
             continue
+        latency = json.loads(timing.read_text())["summary"]
         assert latency["queries"] > 0 and 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"], name
         assert latency["concurrency"] == 1 and latency["machine"]["cpu_count"] >= 1, name
+    assert sh(["git", "status", "--porcelain", "--untracked-files=all", "latency"], built).stdout == ""  # ignored
     compare = json.loads((built / "metrics" / DATASET / "compare.json").read_text())
-    assert COMPARED_PAIR in compare["pairs"]
-    assert COMPARED_PAIR in compare["latency"]  # both runs timed: their latency rows beside the judged ones
+    assert COMPARED_PAIR in compare["pairs"] and "latency" not in compare  # shown when asked, not in the pipeline
     audit = json.loads((built / MINED_HARD / "mining-audit.json").read_text())
     assert audit["passed"] and audit["checks"]["no_annotated_positive"]
     assert audit["checks"]["false_negative_fraction"] == 0.0
@@ -96,9 +99,9 @@ def test_text_and_integer_outputs_equal_the_committed_lock(built):
     for stage in EXACT_STAGES:
         assert stage in committed["stages"], f"{stage} is not in the committed dvc.lock"
         produced_outs = {o["path"]: o for o in produced["stages"][stage]["outs"]}
+        assert produced_outs.keys() == {o["path"] for o in committed["stages"][stage]["outs"]}, \
+            f"{stage}: its outputs are not the committed dvc.lock's (dvc.yaml changed: commit a regenerated dvc.lock)"
         for want in committed["stages"][stage]["outs"]:
-            if carries_latency(want["path"]):  # wall times: the drift test compares its measures exactly
-                continue
             got = produced_outs[want["path"]]
             assert got["md5"] == want["md5"], f"{stage}: {want['path']} differs from the committed dvc.lock"
             checked.append(want["path"])
@@ -136,13 +139,8 @@ def test_a_second_clean_run_killed_midway_gives_identical_bytes(built_pipeline, 
     # ... and every output it made has the first run's bytes
     first, again = built_pipeline.hashes, second.build.hashes
     assert len(again) >= 0.7 * len(first) and again.keys() <= first.keys()
-    differ = [p for p in again if first[p] != again[p] and not carries_latency(p)]
+    differ = [p for p in again if first[p] != again[p]]  # metrics JSONs and compare's files too: no wall time
     assert sorted(differ) == [], "outputs whose bytes differ between two runs"
-    # outputs holding wall times: equal bytes once the times are left out
-    for p in (p for p in again if carries_latency(p) and first[p] != again[p]):
-        a = without_latency(p, (built_pipeline.repo / p).read_bytes())
-        b = without_latency(p, (second.build.repo / p).read_bytes())
-        assert a == b, f"{p} differs beyond its wall times between two runs"
     assert second.build.uncached, "the second run wrote no dvclive file"
     for live, data in second.build.uncached.items():  # not cached by DVC: compared here
         assert built_pipeline.uncached.get(live) == data, live

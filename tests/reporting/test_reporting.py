@@ -490,3 +490,29 @@ def test_the_report_refuses_a_half_replaced_set_in_the_workspace_or_a_commit(tmp
     sh(["git", "commit", "-qm", "half"], tmp_path)
     with pytest.raises(InputError, match=r"main:reports/bm25/per_query.json: is one of a set .* killed run"):
         Revision(str(tmp_path), "main").read_whole(path)
+
+
+def test_latency_is_reported_only_from_a_timing_root_and_says_where_it_was_found(repo, tmp_path):
+    import json
+
+    from retrieval_lab.latency import Timing
+
+    def commit_timings(copy: Path, branch: str, timings: dict[str, list[float]]) -> None:
+        sh(["git", "checkout", "-q", branch], copy)
+        (copy / "timings").mkdir(exist_ok=True)
+        for name, ms in timings.items():
+            t = Timing(name, "search of one query", 1, {f"q{i}": v / 1000 for i, v in enumerate(ms)}, 0.04,
+                       {"cpu": "cpu-A", "cpu_count": 2}, "2026-01-01T00:00:00Z")
+            (copy / "timings" / f"{name}.json").write_text(json.dumps(t.to_json()))
+        sh(["git", "add", "timings"], copy)
+        sh(["git", "commit", "-qm", "timings"], copy)
+
+    copy = tmp_path / "copy"
+    shutil.copytree(repo, copy)
+    commit_timings(copy, "main", {"bm25": [2, 4, 6, 8], "dense": [1, 2, 3, 4]})
+    commit_timings(copy, "regressed", {"bm25": [1, 2, 3, 4]})  # dense untimed at head
+    code, report = _report(copy, tmp_path / "pr", "regressed", "--timing-root", "timings", "--fail-on-regression")
+    assert code == 1  # latency never moves the gate
+    assert ("| bm25 @ main | bm25 @ regressed | 5.00 → 2.50 (-2.50) | 7.70 → 3.85 (-3.85) | 7.94 → 3.97 (-3.97) | "
+            "100.0 → 100.0 (+0.0) | 1 → 1 | yes |") in report
+    assert "| dense @ main |" not in report and "found at main for 2 of 2 retrievers, at regressed for 1." in report

@@ -5,12 +5,13 @@ A scratch git + DVC repository (module fixture) holds a tiny BEIR dataset with t
 pooling gives) at ``data/raw/toy``, this worktree's ``src`` (the stages' code dependencies), the repository's
 params.yaml with two external retrievers (``alpha``, ``beta``: callables in folders of their own) and the
 repository's dvc.yaml cut to prepare, BM25, the external stages and ``compare``, whose deps and ``--runs`` name the external runs as
-docs/own-retriever.md tells a user to.
+docs/own-retriever.md tells a user to, and the repository's .gitignore (what a clone has: latency/ is ignored).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -24,6 +25,7 @@ from retrieval_lab.core.params_file import load_params
 from retrieval_lab.pipeline_names import names_of
 
 QUERIES = 24
+RUNS = ("bm25", "alpha", "beta")
 MODULE = '''"""{name}: ranks "doc <n>" for "about <n>" at position {rank} among fillers (a toy of the user's system)."""
 
 
@@ -63,8 +65,7 @@ def _dvc_yaml() -> dict:
     before, _, after = compare["cmd"].partition("--runs ")
     compare["cmd"] = before + "--runs " + " ".join(runs) + " --output" + after.partition(" --output")[2]
     compare["deps"] = [d for d in compare["deps"] if not d.startswith(("reports/", "runs/"))]
-    compare["deps"] += [f"reports/${{names.dataset}}/{r}/{f}" for r in runs
-                        for f in ("per_query.json", "diagnosis.json", "timing.json")]
+    compare["deps"] += [f"reports/${{names.dataset}}/{r}/{f}" for r in runs for f in ("per_query.json", "diagnosis.json")]
     compare["deps"] += [f"runs/${{names.dataset}}/{r}.trec" for r in runs]  # the comparison page's rankings
     return {"vars": [{"lexical": {"bm25": real["vars"][0]["lexical"]["bm25"]}}, {"names": {}}], "stages": stages}
 
@@ -95,6 +96,7 @@ def repo(tmp_path_factory) -> Path:
     # the names block retrieval-lab names writes (its markers are comments, gone with the YAML round trip)
     pipeline["vars"][1]["names"] = asdict(names_of(load_params(repo / "params.yaml")))
     (repo / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False), encoding="utf-8")
+    shutil.copy(REPO / ".gitignore", repo / ".gitignore")
     sh(["git", "init", "-q", "-b", "main"], repo)
     sh(["dvc", "init", "-q"], repo)
     sh(["dvc", "repro", "-q"], repo)
@@ -107,25 +109,42 @@ def _status(repo: Path) -> set[str]:
     return set(json.loads(sh(["dvc", "status", "--json"], repo).stdout or "{}"))
 
 
-def test_every_retriever_has_latency_in_its_metrics_and_compare_shows_the_difference(repo):
-    for name in ("bm25", "alpha", "beta"):
+def test_every_retriever_is_timed_into_latency_and_its_latency_is_shown_when_asked(repo):
+    for name in RUNS:
         metrics = json.loads((repo / "metrics" / "toy" / f"{name}.json").read_text())
-        timing = json.loads((repo / "reports" / "toy" / name / "timing.json").read_text())
-        assert metrics["latency"] == timing["summary"], name
-        assert metrics["latency"]["queries"] == QUERIES and metrics["latency"]["p99_ms"] >= metrics["latency"]["p50_ms"]
+        timing = json.loads((repo / "latency" / "toy" / f"{name}.json").read_text())
+        assert "latency" not in metrics, name  # a wall time in a tracked file changes it on every run
+        assert timing["summary"]["queries"] == QUERIES and timing["summary"]["p99_ms"] >= timing["summary"]["p50_ms"]
+    calls = json.loads((repo / "latency" / "toy" / "alpha.json").read_text())["calls"]
+    assert calls["failed"] == 0 and calls["answered"] == QUERIES and calls["unknown_ids"] == 0  # kept beside it
+    assert json.loads((repo / "latency" / "toy" / "alpha.json").read_text())["summary"]["concurrency"] == 2
     assert json.loads((repo / "metrics" / "toy" / "alpha.json").read_text())["RR@10"] == 1.0
     # a collection with test judgments alone: no strata, and said so
     assert json.loads((repo / "metrics" / "toy" / "alpha.json").read_text())["strata_note"].startswith(
         "no training split: strata not computed")
     assert json.loads((repo / "metrics" / "toy" / "beta.json").read_text())["RR@10"] == 0.5
-    assert json.loads((repo / "metrics" / "toy" / "alpha.json").read_text())["latency"]["concurrency"] == 2
     compare = json.loads((repo / "metrics" / "toy" / "compare.json").read_text())
     assert compare["pairs"]["alpha vs beta"]["mean_difference"] == -0.5
-    row = compare["latency"]["bm25 vs alpha"]
-    assert row["difference"]["p95_ms"] == pytest.approx(row["candidate"]["p95_ms"] - row["baseline"]["p95_ms"])
-    assert row["same_machine"] is True
-    md = (repo / "reports" / "toy" / "compare.md").read_text()
-    assert "## Latency" in md and "| bm25 | alpha |" in md.split("## Latency")[1]
+    assert "latency" not in compare and "Latency" not in (repo / "reports" / "toy" / "compare.md").read_text()
+    shown = sh(["retrieval-lab", "latency", "latency/toy"], repo).stdout  # asked: each run's numbers
+    for name in RUNS:
+        p50 = json.loads((repo / "latency" / "toy" / f"{name}.json").read_text())["summary"]["p50_ms"]
+        assert f"| {name} | {QUERIES} | {2 if name != 'bm25' else 1} | {p50:.2f} |" in shown, shown
+    assert f"| alpha | {QUERIES} | 2 | " in shown and f"| 0 of {QUERIES} |" in shown
+
+
+def test_a_rerun_leaves_git_clean_and_measures_latency_anew(repo):
+    """dvc.lock, every metrics JSON and compare's files keep their bytes; only the untracked latency/ changes."""
+    lock = (repo / "dvc.lock").read_bytes()
+    before = {name: (repo / "latency" / "toy" / f"{name}.json").read_bytes() for name in RUNS}
+    ran = sh(["dvc", "repro", "-f", "compare"], repo).stdout  # compare and everything upstream, run again
+    assert {"retrieve@bm25", "retrieve-external@alpha", "evaluate-external@beta", "compare"} <= set(
+        re.findall(r"Running stage '([^']+)'", ran))
+    assert sh(["git", "status", "--porcelain", "--untracked-files=all"], repo).stdout == ""
+    assert (repo / "dvc.lock").read_bytes() == lock
+    for name in RUNS:  # measured again: per-query wall times never repeat to the last bit
+        after = (repo / "latency" / "toy" / f"{name}.json").read_bytes()
+        assert after != before[name] and json.loads(after)["summary"]["queries"] == QUERIES, name
 
 
 def test_editing_the_retriever_module_makes_only_its_own_stage_stale(repo):
@@ -156,13 +175,15 @@ def test_a_worse_external_retriever_fails_the_gate(repo, tmp_path):
         out = tmp_path / "pr"
         # a process of its own, as in CI: DVC's logging, set up in-process, would outlive this test's capture
         done = sh(["retrieval-lab", "report", "--base", "main", "--head", "worse", "--output", str(out),
-                   "--fail-on-regression"], repo, check=False)
+                   "--fail-on-regression", "--timing-root", "latency/toy"], repo, check=False)
         printed = done.stdout
         assert done.returncode == 1, printed + done.stderr
         assert "REGRESSION: alpha RR@10 -0.7500" in printed
         report = (out / "report.md").read_text()
-        latency = report.split("## Latency (base → head")[1]
-        assert "| alpha @ main | alpha @ worse |" in latency and "| bm25 @ main | bm25 @ worse |" in latency
+        # latency/ is untracked: no revision has it, and the report says so instead of showing nothing
+        assert "## Latency" not in report
+        assert "found at main for 0 of 3 retrievers, at worse for 0" in report
+        assert "compare two such folders with `retrieval-lab latency DIR --base OTHER_DIR`" in report
     finally:
         sh(["git", "checkout", "-q", "main"], repo)
         sh(["dvc", "checkout", "-q"], repo)

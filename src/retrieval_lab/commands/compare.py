@@ -24,7 +24,8 @@ def _per_query_files(args: argparse.Namespace) -> Found:
 
 
 # the root may hold compare's own outputs (dvc.yaml: reports/<dataset>/compare.md), never be one
-PATHS = Paths(inputs={"--reports-root": ROOT, "--runs-root": FOLDER, "--dataset": FOLDER, "--qrels": FILE},
+PATHS = Paths(inputs={"--reports-root": ROOT, "--runs-root": FOLDER, "--dataset": FOLDER, "--qrels": FILE,
+                      "--timing-root": FOLDER},
               outputs={"--output": FILE, "--markdown": FILE, "--html": FILE},
               words=("--runs",), derive=_per_query_files)
 
@@ -40,6 +41,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-root", metavar="DIR", help="folder holding <run name>.trec (for --html)")
     parser.add_argument("--dataset", metavar="DIR", help="prepared dataset: query and document texts (for --html)")
     parser.add_argument("--qrels", metavar="FILE", help="the judgments the runs were evaluated on (for --html)")
+    parser.add_argument("--timing-root", metavar="DIR", help="folder of <run>.json written by retrieve --timing "
+                        "(the pipeline's latency/<dataset>): adds a latency table (shown, never judged) for the "
+                        "pairs whose runs both have one; without it no wall time is read")
     add_params_args(parser)
 
 
@@ -56,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--html needs {', '.join(lacking)}", field="--html")
     ev = params.evaluate
     result = compare(args.reports_root, params.compare.pairs, params.compare.measure, ev.ci_level,
-                     ev.permutations, ev.seed, args.runs)
+                     ev.permutations, ev.seed, args.runs, args.timing_root)
     page = None
     if args.html:  # built before anything is written: a bad input leaves no output
         from ..page import compare_page

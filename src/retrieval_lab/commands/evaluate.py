@@ -35,7 +35,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", required=True, help="TREC run file")
     parser.add_argument("--metrics", required=True, help="metrics JSON to write")
     parser.add_argument("--reports", required=True, help="folder for per_query.json, curves and diagnosis")
-    parser.add_argument("--timing", help="the run's timing.json (retrieve --timing): its latency summary is "
+    parser.add_argument("--timing", help="the run's timing file (retrieve --timing): its latency summary is "
                         "carried into the metrics JSON")
     add_params_args(parser)
 

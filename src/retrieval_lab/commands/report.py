@@ -27,7 +27,8 @@ def report_paths(args: argparse.Namespace):
     dataset = args.dataset if args.dataset is not None else default.prepared
     qrels = args.qrels or (f"{args.dataset}/qrels/test.tsv" if args.dataset is not None else default.qrels)
     return ReportPaths(args.reports_root or default.reports, args.metrics_root or default.metrics,
-                       args.dvclive_root or default.dvclive, args.runs_root or default.runs, dataset, qrels)
+                       args.dvclive_root or default.dvclive, args.runs_root or default.runs, dataset, qrels,
+                       args.timing_root)
 
 
 def _result_folders(args: argparse.Namespace) -> Found:
@@ -44,7 +45,8 @@ def _result_folders(args: argparse.Namespace) -> Found:
 
 # --repo holds the output (reports/pr), never is or lies in it; the result folders are inputs
 PATHS = Paths(inputs={"--repo": ROOT}, outputs={"--output": FOLDER},
-              words=("--base", "--head", *ROOTS, "--dataset", "--qrels"),  # the roots, texts, qrels: _result_folders
+              # the roots, texts, qrels: _result_folders; --timing-root: read at revisions, shown only
+              words=("--base", "--head", *ROOTS, "--dataset", "--qrels", "--timing-root"),
               derive=_result_folders)
 
 
@@ -61,6 +63,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "(default: data/prepared/<dataset>, as dvc.yaml)")
     parser.add_argument("--qrels", metavar="FILE", help="judgments the page shows (default: DIR/qrels/test.tsv of "
                         "--dataset, else data/heldout/<dataset>/qrels/test.tsv)")
+    parser.add_argument("--timing-root", metavar="DIR", help="folder inside --repo of <retriever>.json written by "
+                        "retrieve --timing: adds each retriever's latency base -> head (shown, never gated); read "
+                        "at each revision from git or DVC, so an untracked folder (the pipeline's latency/) "
+                        "exists in the working tree only")
     parser.add_argument("--fail-on-regression", action="store_true",
                         help=f"exit {REGRESSION} when a gated retriever's gated measure has its whole interval "
                              f"below -tolerance; exit {CANNOT_JUDGE} when a gated retriever cannot be judged (its "

@@ -31,7 +31,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--external", metavar="NAME", help="with --retriever external: the retriever params' "
                         "external.NAME declares (docs/own-retriever.md)")
     parser.add_argument("--output", required=True, help="TREC run file to write")
-    parser.add_argument("--timing", help="timing.json to write: per-query wall times, p50/p95/p99, QPS, the "
+    parser.add_argument("--timing", help="timing file to write (the pipeline: latency/<dataset>/<run>.json, not "
+                        "in git; shown by `retrieval-lab latency`): per-query wall times, p50/p95/p99, QPS, the "
                         "machine (built-in retrievers: a second, timed pass query by query); required with "
                         "external, whose failures and counts it names")
     parser.add_argument("--dataset", help="BEIR folder: the corpus for lexical retrievers, the queries "

@@ -29,7 +29,7 @@ from ..core.atomic import REPLACING, check_whole
 from ..core.data import Dataset, Qrels, load_dataset, read_qrels
 from ..core.errors import InputError
 from ..metrics import parse_measure
-from ..report_files import COMPARE, DIAGNOSIS, PER_QUERY, RECALL_CURVE, TIMING
+from ..report_files import COMPARE, DIAGNOSIS, PER_QUERY, RECALL_CURVE
 from ..runs import Run, read_run
 
 WORKSPACE = None  # head = the working tree
@@ -42,9 +42,10 @@ _LINK_HOPS = 8
 @dataclass(frozen=True)
 class ReportPaths:
     """Where the report reads, relative to the repository: ``<reports>/<retriever>/per_query.json`` (and
-    diagnosis.json, recall_curve.csv, timing.json), ``<metrics>/<retriever>.json``,
+    diagnosis.json, recall_curve.csv), ``<metrics>/<retriever>.json``,
     ``<dvclive>/<variant>/...``; for the comparison page ``<runs>/<retriever>.trec`` at both revisions,
-    and from the working tree a BEIR folder with the texts (``prepared``) and the judgments (``qrels``).
+    and from the working tree a BEIR folder with the texts (``prepared``) and the judgments (``qrels``);
+    latency (``--timing-root``, shown, never gated) from ``<timing>/<retriever>.json`` at both revisions.
     None: the report goes without."""
 
     reports: str
@@ -53,10 +54,11 @@ class ReportPaths:
     runs: str | None = None
     prepared: str | None = None
     qrels: str | None = None
+    timing: str | None = None
 
     def __post_init__(self):
         # one spelling per folder: `metrics/support/` or `./metrics/support` names metrics/support/bm25.json
-        for name in ("reports", "metrics", "dvclive", "runs"):
+        for name in ("reports", "metrics", "dvclive", "runs", "timing"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, normal(getattr(self, name), f"--{name}-root"))
 
@@ -376,7 +378,7 @@ def _loss(text: str | None) -> Series | None:
 
 
 def _timing(text: str | None) -> dict | None:
-    """A timing.json's latency summary; None when absent or not one (latency is shown, never gated)."""
+    """A timing file's latency summary; None when absent or not one (latency is shown, never gated)."""
     if not text:
         return None
     try:
@@ -426,8 +428,8 @@ def gather(base: str, head: str | None, paths: ReportPaths, variants: list[str],
         g.diagnoses[r.name] = json.loads(text) if text else None
         curve = paths.report_file(r.name, RECALL_CURVE)
         g.recall[r.name] = (_curve(revs[0].read(curve)), _curve(revs[1].read(curve)))
-    for r in g.retrievers:  # latency moves without the results moving: read for every retriever
-        path = paths.report_file(r.name, TIMING)
+    for r in g.retrievers if paths.timing else []:  # latency moves without the results: every retriever
+        path = f"{paths.timing}/{r.name}.json"
         g.timings[r.name] = (_timing(revs[0].read(path)), _timing(revs[1].read(path)))
     for variant in variants if paths.dvclive else []:
         path = f"{paths.dvclive}/{variant}/{LOSS_TSV}"

@@ -210,10 +210,20 @@ def metrics_diff_section(g: Gathered) -> list[str]:
 
 
 def latency_section(g: Gathered) -> list[str]:
-    """Each retriever timed at both revisions: its latency base -> head (shown, never gated)."""
+    """With --timing-root: each retriever timed at both revisions, its latency base -> head (shown, never
+    gated), and how many had a timing at each revision."""
+    if not g.paths.timing:
+        return []
     rows = [LatencyRow(f"{name} @ {g.base}", f"{name} @ {g.head_name}", old, new)
             for name, (old, new) in sorted(g.timings.items()) if old is not None and new is not None]
-    return markdown_rows(rows, "base → head")
+    if len(rows) == len(g.timings):
+        return markdown_rows(rows, "base → head")
+    at = [sum(1 for pair in g.timings.values() if pair[i] is not None) for i in (0, 1)]
+    return markdown_rows(rows, "base → head") + ["", (
+        f"Latency (`{g.paths.timing}/<retriever>.json`): found at {g.base} for {at[0]} of {len(g.timings)} "
+        f"retrievers, at {g.head_name} for {at[1]}. A folder git and DVC do not track (the pipeline's "
+        "`latency/`) is read from the working tree only, so a revision never has it: compare two such "
+        "folders with `retrieval-lab latency DIR --base OTHER_DIR`.")]
 
 
 def markdown(g: Gathered, j: Judgement, dataset: str, pngs: list[str], top: int, diagnose_k: int) -> str:

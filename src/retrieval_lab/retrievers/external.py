@@ -12,7 +12,7 @@ The contract (docs/own-retriever.md):
 
 Failure policy: a call that raises, times out (``timeout``), cannot connect, answers 5xx/429 after
 ``retries`` (HTTP, ``backoff`` doubling) or redirects to another origin fails its queries; each is
-named with its reason in ``timing.json``. The run is written only when the failed share is at most
+named with its reason in the --timing file. The run is written only when the failed share is at most
 ``max_failed``. An answer of the wrong shape (not JSON, a list of the wrong length, an id that is not
 text) is bad input: one line naming the retriever and the field, no run. A list naming a document
 twice fails that query (which rank would count?). Ids not in the corpus are left out and counted;
@@ -67,7 +67,7 @@ from ..latency import Timing
 from ..runs import Run
 
 MAX_REDIRECTS = 3
-EXAMPLES = 5  # ids named per kind of problem in timing.json (the counts are always whole)
+EXAMPLES = 5  # ids named per kind of problem in the timing file (the counts are always whole)
 _REASON_CHARS = 200
 MAX_RESPONSE_BYTES = 64 << 20  # one HTTP answer: k = 1,000 hits for 100 queries is about 5 MB
 _READ_CHUNK = 1 << 16
