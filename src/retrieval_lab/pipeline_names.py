@@ -56,7 +56,7 @@ class PipelineNames:
 # The files the pipeline writes beside the runs' own: a run named after one (metrics/<dataset>/<run>.json,
 # reports/<dataset>/<run>/) would be written over it, or deleted with it (`dvc repro -s evaluate-external@compare`
 # removed metrics/<dataset>/compare.json). Compared case-blind: on macOS's file system Compare is compare.
-_PIPELINE_FILES = (report_files.COMPARE, "compare.md", "compare.html", report_files.TIMING, *report_files.EVALUATE)
+_PIPELINE_FILES = (report_files.COMPARE, "compare.md", "compare.html", *report_files.EVALUATE)
 RESERVED = frozenset(n.lower() for f in _PIPELINE_FILES for n in (f, PurePosixPath(f).stem))
 # a value dvc.yaml puts into a stage's shell command (encode's --model ${item}): a path's characters only, so
 # that no shell reads a `;`, a quote or a `$(...)` in it; never an option (a leading -)
@@ -71,7 +71,7 @@ def _check(params: Params) -> None:
     for name, where in runs.items():
         if name.lower() in RESERVED:
             raise InputError(f"run name {name!r} is taken by a file of the pipeline's own (metrics/<dataset>/"
-                             f"{report_files.COMPARE}, reports/<dataset>/compare.md, {report_files.TIMING}, ...): "
+                             f"{report_files.COMPARE}, reports/<dataset>/compare.md, per_query.json, ...): "
                              "choose another", field=where)
     for name, spec in params.dense.models.items():
         if not SHELL_SAFE.fullmatch(spec):

@@ -42,7 +42,7 @@ def _external(name: str, path: str = "code"):
 REFUSED = [  # (label, edit, field, words)
     # `dvc repro -s evaluate-external@compare` deleted the tracked metrics/<dataset>/compare.json
     ("external compare", _external("compare"), "external.compare", "taken by a file of the pipeline's own"),
-    ("external timing", _external("timing"), "external.timing", "taken by a file of the pipeline's own"),
+    ("external diagnosis", _external("diagnosis"), "external.diagnosis", "taken by a file of the pipeline's own"),
     ("external Per_Query", _external("Per_Query"), "external.Per_Query", "taken by a file"),  # case-blind
     ("model compare.md", lambda p: p["dense"]["models"].update({"compare.md": "models/base.lock.json"}),
      "dense.models.compare.md", "taken by a file"),
@@ -70,8 +70,8 @@ def test_names_refuses_what_dvc_yaml_cannot_take_in_one_line(project, capsys, la
 
 
 def test_the_reserved_names_are_the_pipelines_files():
-    assert {"compare", "compare.json", "compare.md", "compare.html", "timing", "timing.json", "per_query",
-            "diagnosis", "diagnosis.md", "recall_curve"} <= RESERVED
+    assert {"compare", "compare.json", "compare.md", "compare.html", "per_query", "diagnosis", "diagnosis.md",
+            "recall_curve"} <= RESERVED
     assert not {"bm25", "dense", "recipes", "comparer"} & RESERVED
 
 

@@ -388,8 +388,11 @@ EXPECT: dict[str, Expect] = {
                          files=("pool.tsv", "qrels/test.v2.tsv"), shows=("models/finetuned/support/hard",), slow=True,
                          acts={"# annotators fill the score column, then:": _fill_pool}, check=_pool_merged),
     # docs/own-retriever.md: the user's function from the command line; the callable contract
-    "97735e4f54": Expect(needs=("params.yaml", "retriever", "data"),
-                         files=("runs/mine/recipes.trec", "reports/mine/recipes/timing.json")),
+    "7206e4b297": Expect(needs=("params.yaml", "retriever", "data"),
+                         files=("runs/mine/recipes.trec", "latency/mine/recipes.json")),
+    # docs/own-retriever.md: latency when asked, and against a copy kept from another branch
+    "f155e41e18": Expect(needs=("my-collection",), files=("bm25.trec", "latency/bm25.json", "latency-main/bm25.json"),
+                         shows=("p50", "candidate - baseline")),
     "e0820f48c6": Expect(),
     # docs/pipeline.md: --set on retrieve and fuse, score-runs with a graded cutoff, --help
     "cf57863f54": Expect(needs=("my-collection", "words.txt", "a.trec", "b.trec", "qrels.tsv", "run1.trec",
