@@ -25,7 +25,34 @@ def test_the_committed_dvc_yaml_holds_the_names_of_params_yaml():
         train={"hard": {"negatives": "hard"}, "random": {"negatives": "random"},
                "temperature": {"negatives": "hard"}, "query": {"negatives": "hard"}},
         mine=["hard", "random"], fusion={"rrf": {}, "weighted": {}}, external={},
-        uses={"fusion": {"dense": "dense-ft-query"}, "mine": {"source": "dense"}, "train": {"base": "dense"}})
+        uses={"fusion": {"dense": "dense-ft-query"}, "mine": {"source": "dense"}, "train": {"base": "dense"}},
+        compare="bm25 dense dense-ft-hard dense-ft-query fused-rrf fused-weighted")
+
+
+def test_the_compare_stage_reads_the_runs_its_pairs_name(tmp_path, capsys):
+    # issue 51: compare read a fixed list of runs, so a pipeline whose pairs named others failed at its last stage
+    from retrieval_lab import cli
+    from retrieval_lab.pipeline_names import COMPARE_BEGIN, COMPARE_END
+
+    (tmp_path / "dvc.yaml").write_bytes((REPO / "dvc.yaml").read_bytes())
+    edited = {**PARAMS, "compare": {**PARAMS["compare"], "pairs": [["bm25", "recipes"]]},
+              "external": {"recipes": {"path": "retriever", "callable": "recipe_search:search"}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(edited), encoding="utf-8")
+    argv = ["--dvc-yaml", str(tmp_path / "dvc.yaml"), "--params", str(tmp_path / "params.yaml")]
+    assert cli.main(["names", "--check", *argv]) == 2
+    assert "compare.pairs names the runs 'bm25 recipes'" in capsys.readouterr().err
+    assert cli.main(["names", *argv]) == 0
+    text = (tmp_path / "dvc.yaml").read_text(encoding="utf-8")
+    block = text[text.index(COMPARE_BEGIN):text.index(COMPARE_END)].splitlines()[1:]
+    assert block == [f"      - {p}" for p in (
+        "reports/${names.dataset}/bm25/per_query.json", "reports/${names.dataset}/recipes/per_query.json",
+        "reports/${names.dataset}/bm25/diagnosis.json", "reports/${names.dataset}/recipes/diagnosis.json",
+        "runs/${names.dataset}/bm25.trec", "runs/${names.dataset}/recipes.trec")]
+    assert "compare: bm25 recipes" in text and cli.main(["names", "--check", *argv]) == 0
+    # a hand edit of the generated inputs is found by the names stage
+    (tmp_path / "dvc.yaml").write_text(text.replace("      - runs/${names.dataset}/recipes.trec\n", ""))
+    assert cli.main(["names", "--check", *argv]) == 2
+    assert "the compare stage's generated inputs are not the files" in capsys.readouterr().err
 
 
 def test_without_training_variants_nothing_is_mined():
@@ -93,7 +120,8 @@ def test_a_block_round_trips_and_a_broken_one_is_named():
         "train": {v: {"negatives": n} for v, n in [("hard", "hard"), ("random", "random"), ("temperature", "hard"),
                                                    ("query", "hard")]},
         "mine": ["hard", "random"], "fusion": {"rrf": {}, "weighted": {}}, "external": {},
-        "uses": {"fusion": {"dense": "dense-ft-query"}, "mine": {"source": "dense"}, "train": {"base": "dense"}}}}]
+        "uses": {"fusion": {"dense": "dense-ft-query"}, "mine": {"source": "dense"}, "train": {"base": "dense"}},
+        "compare": "bm25 dense dense-ft-hard dense-ft-query fused-rrf fused-weighted"}}]
     with pytest.raises(InputError, match="p.yaml: expected one '# BEGIN generated names' line"):
         declared("vars:\n  # END generated names\n", "p.yaml")
     broken = "vars:\n  # BEGIN generated names\n  - names: {dataset: x}\n  # END generated names\n"

@@ -29,7 +29,13 @@ _HEAD = ("  # BEGIN generated names: written by `retrieval-lab names` from param
          "  # edit params.yaml, then run it. The names stage fails while this block differs from params.yaml.\n")
 # block key -> the params key it mirrors, for messages
 SOURCES = {"dataset": "dataset", "dense": "dense.models", "train": "train.variants", "mine": "train.variants",
-           "fusion": "fusion.methods", "external": "external", "uses": "fusion.dense, mine.source and train.base"}
+           "fusion": "fusion.methods", "external": "external", "uses": "fusion.dense, mine.source and train.base",
+           "compare": "compare.pairs"}
+# The compare stage's inputs follow compare.pairs: DVC can interpolate no list into a command or a deps list, so
+# `names` writes the runs into the names block (a string, for --runs) and their files between these markers
+COMPARE_BEGIN = "      # BEGIN generated compare inputs"
+COMPARE_END = "      # END generated compare inputs"
+_COMPARE_HEAD = (f"{COMPARE_BEGIN}: the files of the runs compare.pairs names, written by `retrieval-lab names`\n")
 # the run names single stages read by name (fuse's dense run, mine's source, train's base): in commands and paths
 USES = (("fusion", "dense"), ("mine", "source"), ("train", "base"))
 
@@ -48,6 +54,11 @@ class PipelineNames:
     external: dict[str, dict[str, str]]  # run name -> {path: retrieve-external's dependency}
     # {section: {key: run name}} of USES: DVC would put params.yaml's own value into a command unchecked
     uses: dict[str, dict[str, str]] = field(default_factory=dict)
+    compare: str = ""  # the runs compare.pairs names, sorted, space-separated: compare's --runs
+
+    @property
+    def compare_runs(self) -> list[str]:
+        return self.compare.split()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -95,6 +106,7 @@ def names_of(params: Params) -> PipelineNames:
         fusion={name: {} for name in params.fusion.methods},
         external={name: {"path": r.path} for name, r in params.external.items()},
         uses={section: {key: getattr(getattr(params, section), key)} for section, key in USES},
+        compare=" ".join(sorted({name for pair in params.compare.pairs for name in pair})),
     )
 
 
@@ -104,13 +116,27 @@ def render(names: PipelineNames) -> str:
     return _HEAD + "".join(f"  {line}\n" for line in body.splitlines()) + END + "\n"
 
 
-def _span(text: str, source: str) -> tuple[int, int]:
-    """Line indices (0-based) of the BEGIN and END markers; one of each, in that order."""
+def render_compare(names: PipelineNames) -> str:
+    """The compare stage's generated deps, markers included: each run's per-query results and diagnosis (its
+    statistics and failure classes) and its run file (the page's rankings)."""
+    runs = names.compare_runs
+    lines = [f"      - reports/${{names.dataset}}/{run}/{name}\n" for name in (report_files.PER_QUERY,
+                                                                             report_files.DIAGNOSIS) for run in runs]
+    lines += [f"      - runs/${{names.dataset}}/{run}.trec\n" for run in runs]
+    return _COMPARE_HEAD + "".join(lines) + COMPARE_END + "\n"
+
+
+def _span(text: str, source: str, begin: str = BEGIN, end: str = END, optional: bool = False
+          ) -> tuple[int, int] | None:
+    """Line indices (0-based) of the begin and end markers; one of each, in that order (none at all: None,
+    when ``optional``)."""
     lines = text.splitlines()
-    begins = [i for i, line in enumerate(lines) if line.startswith(BEGIN)]
-    ends = [i for i, line in enumerate(lines) if line.rstrip() == END]
+    begins = [i for i, line in enumerate(lines) if line.startswith(begin)]
+    ends = [i for i, line in enumerate(lines) if line.rstrip() == end]
+    if optional and not begins and not ends:
+        return None
     if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
-        raise InputError(f"expected one '{BEGIN.strip()}' line followed by one '{END.strip()}' line "
+        raise InputError(f"expected one '{begin.strip()}' line followed by one '{end.strip()}' line "
                          f"(found {len(begins)} and {len(ends)})", source)
     return begins[0], ends[0]
 
@@ -137,14 +163,19 @@ def declared(text: str, source: str) -> PipelineNames | None:
 
 
 def fill(text: str, names: PipelineNames, source: str) -> str:
-    """``text`` with its block replaced by :func:`render` of ``names``, in the file's own line endings (a dvc.yaml
-    saved with CRLF keeps them)."""
-    begin, end = _span(text, source)
-    lines = text.splitlines(keepends=True)
-    block = render(names)
-    if lines and lines[0].endswith("\r\n"):
-        block = block.replace("\n", "\r\n")
-    return "".join(lines[:begin]) + block + "".join(lines[end + 1:])
+    """``text`` with its names block replaced by :func:`render` of ``names`` and its compare inputs (if it has
+    them) by :func:`render_compare`, in the file's own line endings (a dvc.yaml saved with CRLF keeps them)."""
+    for begin_marker, end_marker, block, optional in ((BEGIN, END, render(names), False),
+                                                      (COMPARE_BEGIN, COMPARE_END, render_compare(names), True)):
+        span = _span(text, source, begin_marker, end_marker, optional)
+        if span is None:  # a dvc.yaml without a compare stage of ours
+            continue
+        begin, end = span
+        lines = text.splitlines(keepends=True)
+        if lines and lines[0].endswith("\r\n"):
+            block = block.replace("\n", "\r\n")
+        text = "".join(lines[:begin]) + block + "".join(lines[end + 1:])
+    return text
 
 
 def differences(have: PipelineNames | None, want: PipelineNames) -> list[str]:
@@ -162,6 +193,9 @@ def differences(have: PipelineNames | None, want: PipelineNames) -> list[str]:
         if key == "mine":  # follows train.variants: said there, unless only the block's list was edited
             if have.train == want.train:
                 found.append(f"the mine stages are {b} by train.variants' negatives, {a} in dvc.yaml")
+            continue
+        if key == "compare":
+            found.append(f"compare.pairs names the runs {b!r}, dvc.yaml's compare stage reads {a!r}")
             continue
         if key == "uses":
             for section, name in USES:

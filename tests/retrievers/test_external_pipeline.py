@@ -203,3 +203,12 @@ def test_a_collection_with_test_judgments_alone_declares_no_training_stage(tmp_p
     stages = {line.split()[0] for line in sh(["dvc", "stage", "list"], tmp_path).stdout.splitlines()}
     assert {"prepare", "index@bm25", "retrieve@bm25", "evaluate@bm25", "encode@dense", "fuse@rrf", "compare"} <= stages
     assert not {s for s in stages if s.startswith(("mine@", "train@", "retrieve-ft@", "evaluate-ft@"))}
+    # compare reads exactly the runs its pairs name (it read dense-ft-hard's files and failed: issue 51)
+    from dvc.repo import Repo
+
+    (compare,) = Repo(str(tmp_path)).stage.collect("compare")
+    assert " --runs bm25 dense --output " in compare.cmd
+    inputs = sorted(str(d.def_path) for d in compare.deps if str(d.def_path).startswith(("reports/", "runs/")))
+    assert inputs == ["reports/toy/bm25/diagnosis.json", "reports/toy/bm25/per_query.json",
+                      "reports/toy/dense/diagnosis.json", "reports/toy/dense/per_query.json", "runs/toy/bm25.trec",
+                      "runs/toy/dense.trec"]

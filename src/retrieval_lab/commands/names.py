@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"invalid UTF-8 at byte {exc.start}", args.dvc_yaml) from None
     have = pipeline_names.declared(text, args.dvc_yaml)
     found = pipeline_names.differences(have, want)
+    if not found and pipeline_names.fill(text, want, args.dvc_yaml) != text:
+        found.append("the compare stage's generated inputs are not the files of the runs compare.pairs names")
     if args.check:
         if found:
             raise InputError(f"its names differ from params.yaml ({'; '.join(found)}): run `retrieval-lab names` "
