@@ -206,7 +206,16 @@ def test_verdict_lines():
     assert verdict_line(1, 3, [], [], [("a", "nDCG@10", row)], 0.0) == (
         "**Improvement** (1 of 3 retrievers changed): better: a nDCG@10 +0.0200 [+0.0100, +0.0300].")
     assert verdict_line(2, 3, [], [], [], 0.0) == (
-        "**No significant change**: 2 of 3 retrievers changed, and no simultaneous interval excludes 0.")
+        "**No significant change**: 2 of 3 retrievers changed, and no simultaneous interval of the gated ones "
+        "excludes 0.")
+    # a newcomer's try: the line said "no significant change" while the not-gated table showed a real loss
+    from retrieval_lab.comparison import compare_family
+
+    (lost,) = compare_family([({f"q{i}": 1.0 for i in range(20)}, {f"q{i}": 0.0 for i in range(20)})], 0.95, 500, 1)
+    assert verdict_line(2, 3, [], [], [], 0.0, reported=[("fr", "nDCG@10", lost)]) == (
+        "**No significant change**: 2 of 3 retrievers changed, and no simultaneous interval of the gated ones "
+        f"excludes 0. Not gated (not in gate.retrievers): fr nDCG@10 -1.0000 [{lost.test.low:+.4f}, "
+        f"{lost.test.high:+.4f}].")
 
 
 def test_bad_inputs_are_clear_errors(repo, tmp_path, capsys):
@@ -429,6 +438,7 @@ def test_a_metrics_root_spelt_otherwise_never_opens_the_gate(repo, tmp_path):
     (copy / "mlink").symlink_to("metrics/toy", target_is_directory=True)
     stale = "**Cannot judge**: bm25: per-query results identical but metrics/toy/bm25.json changed"
     for spelling, first in (("metrics/toy", stale), ("mlink", stale), ("./mlink/", stale),
+                            (str(copy / "metrics" / "toy"), stale),  # absolute, inside the repository
                             ("metric/toy", ("**Cannot judge**: (all): --metrics-root metric/toy matches no metrics "
                                            "file (<retriever>.json) at main")),
                             ("METRICS/toy", ("**Cannot judge**: (all): --metrics-root METRICS/toy matches no metrics "
@@ -436,6 +446,9 @@ def test_a_metrics_root_spelt_otherwise_never_opens_the_gate(repo, tmp_path):
         code, lines = _report_workspace(copy, tmp_path / "pr", "--metrics-root", spelling)
         assert code == 3, spelling
         assert lines[0].startswith(first), (spelling, lines[0])
+    # absolute and outside the repository: bad input, one line
+    assert main(["report", "--base", "main", "--repo", str(copy), "--output", str(tmp_path / "pr2"), "--params",
+                 str(copy / "params.yaml"), "--metrics-root", str(tmp_path)]) == 2
 
 
 def test_a_reports_root_that_matches_nothing_is_a_blind_gate(repo, tmp_path):

@@ -72,9 +72,9 @@ def _export(args: argparse.Namespace, params) -> int:
 
     queries = corpus = None
     if args.dataset:
-        from ..core.data import corpus_file
+        from ..core.data import corpus_file, queries_file
 
-        queries, corpus = read_queries(Path(args.dataset) / "queries.jsonl"), read_corpus(corpus_file(args.dataset))
+        queries, corpus = read_queries(queries_file(args.dataset)), read_corpus(corpus_file(args.dataset))
     pool = read_pool(args.pool, queries, corpus) if args.pool else None
     store = open_store(args.db, pool, _labels(args, params), readonly=True)
     state = store.state()

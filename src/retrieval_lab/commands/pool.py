@@ -26,11 +26,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_corpus_and_queries(path: str):
-    from pathlib import Path
 
-    from ..core.data import read_corpus, read_queries
+    from ..core.data import corpus_file, queries_file, read_corpus, read_queries
 
-    return read_queries(Path(path) / "queries.jsonl"), read_corpus(Path(path) / "corpus.jsonl")
+    return read_queries(queries_file(path)), read_corpus(corpus_file(path))  # gzipped or not
 
 
 def _pool(args: argparse.Namespace) -> int:

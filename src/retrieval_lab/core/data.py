@@ -295,6 +295,11 @@ def corpus_file(folder: str | Path) -> Path:
     return _plain_or_gz(Path(folder) / "corpus.jsonl")
 
 
+def queries_file(folder: str | Path) -> Path:
+    """A BEIR folder's queries.jsonl, or queries.jsonl.gz when only that exists."""
+    return _plain_or_gz(Path(folder) / "queries.jsonl")
+
+
 def read_queries(path: str | Path) -> dict[str, Query]:
     path = Path(path)
     queries = {}

@@ -58,9 +58,9 @@ def open_session(pool_path: str | Path, db_path: str | Path, params: Params, dat
     key = parse_measure(measure or judge.measure or params.compare.measure)
     queries = corpus = None
     if dataset is not None:
-        from ..core.data import corpus_file, read_corpus, read_queries
+        from ..core.data import corpus_file, queries_file, read_corpus, read_queries
 
-        queries, corpus = read_queries(Path(dataset) / "queries.jsonl"), read_corpus(corpus_file(dataset))
+        queries, corpus = read_queries(queries_file(dataset)), read_corpus(corpus_file(dataset))
     pool = read_pool(pool_path, queries, corpus)
     existing = read_qrels(qrels, queries, corpus) if qrels is not None else {}
     comparison = None

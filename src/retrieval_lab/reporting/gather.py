@@ -82,10 +82,11 @@ class ReportPaths:
 
 
 def normal(path: str, option: str | None = None) -> str:
-    """``path`` relative to the repository in one spelling (no ``./``, ``//`` or trailing ``/``)."""
+    """``path`` relative to the repository in one spelling (no ``./``, ``//`` or trailing ``/``); an absolute
+    path is kept as one (:func:`resolve_root` makes it relative, or refuses it outside the repository)."""
     text = posixpath.normpath(str(path).replace("\\", "/"))
-    if text.startswith(("/", "../")) or text == "..":
-        raise InputError("must be a folder inside the repository (relative, no '..')", str(path), field=option)
+    if text.startswith("../") or text == "..":
+        raise InputError("must be a folder inside the repository (no '..')", str(path), field=option)
     return text
 
 
@@ -97,6 +98,11 @@ def resolve_root(repo: str, root: str, option: str | None = None) -> str:
     is read at the revisions, where it may match nothing (the gate then cannot judge)."""
     text = normal(root, option)
     top = Path(os.path.realpath(repo))
+    if text.startswith("/"):  # absolute: the same folder as the path relative to the repository, or refused
+        absolute = Path(os.path.realpath(text))
+        if not absolute.is_relative_to(top):
+            raise InputError(f"is not inside the repository {top}", str(root), field=option)
+        text = absolute.relative_to(top).as_posix() if absolute != top else "."
     current = top
     for part in ([] if text == "." else text.split("/")):
         try:

@@ -86,11 +86,19 @@ def cannot_judge_line(blind: list[tuple[str, str]]) -> str:
 
 
 def verdict_line(changed: int, total: int, regressions: list, worse: list, better: list,
-                 tolerance: float, blind: list[tuple[str, str]] = ()) -> str:
-    """The report's first line: what the gate decided and why, in one sentence.
+                 tolerance: float, blind: list[tuple[str, str]] = (), reported: list = ()) -> str:
+    """The report's first line: what the gate decided and why, in one sentence; then what the retrievers the
+    gate does not name (``reported``) showed, so the line never hides a real difference the report holds.
 
     A regression seen is reported first; otherwise a gate that cannot see (``blind``) says so.
     """
+    notable = [x for x in reported if x[2].excludes_zero]
+    tail = f" Not gated (not in gate.retrievers): {_named(notable)}." if notable else ""
+    return _verdict(changed, total, regressions, worse, better, tolerance, blind) + tail
+
+
+def _verdict(changed: int, total: int, regressions: list, worse: list, better: list, tolerance: float,
+             blind: list[tuple[str, str]]) -> str:
     if regressions:
         return (f"**Regression**: {len(regressions)} measure(s) with the whole interval below "
                 f"{_below(tolerance)}: {_named(regressions)}.")
@@ -105,7 +113,7 @@ def verdict_line(changed: int, total: int, regressions: list, worse: list, bette
         parts.append(f"worse, within the tolerance {tolerance:g}: {_named(worse)}")
     if not parts:
         return (f"**No significant change**: {changed} of {total} retrievers changed, and no simultaneous "
-                "interval excludes 0.")
+                "interval of the gated ones excludes 0.")
     head = "**Improvement**" if better and not worse else "**Mixed, within tolerance**"
     return f"{head} ({changed} of {total} retrievers changed): " + "; ".join(parts) + "."
 
@@ -229,7 +237,8 @@ def latency_section(g: Gathered) -> list[str]:
 def markdown(g: Gathered, j: Judgement, dataset: str, pngs: list[str], top: int, diagnose_k: int) -> str:
     """``report.md``: verdict line first, then the tables, losses, plots and the metrics diff."""
     changed, found = g.changed, g.retrievers
-    lines = [verdict_line(len(changed), len(found), j.regressions, j.worse, j.better, j.tolerance, j.blind)]
+    lines = [verdict_line(len(changed), len(found), j.regressions, j.worse, j.better, j.tolerance, j.blind,
+                          j.reported)]
     if j.regressions and j.blind:
         lines.append(cannot_judge_line(j.blind))
     lines += ["", f"# Retrieval report: `{g.head_name}` against `{g.base}` ({dataset})", ""]
@@ -280,7 +289,7 @@ def _plain(line: str) -> str:
 def gate_of(g: Gathered, j: Judgement) -> Gate:
     """The gate's decision (the report's first line) and every reason behind it."""
     decision = _plain(verdict_line(len(g.changed), len(g.retrievers), j.regressions, j.worse, j.better,
-                                   j.tolerance, j.blind))
+                                   j.tolerance, j.blind, j.reported))
     reasons = [f"regression: {name} {m} {difference_text(row)} {interval_text(row)}, whole interval below "
                f"{_below(j.tolerance)}" for name, m, row in j.regressions]
     reasons += [f"cannot judge {name}: {why}" for name, why in j.blind]
