@@ -181,6 +181,16 @@ def per_query_measures(text: str, source: str) -> dict[str, dict]:
             raise TypeError("'queries' is not a mapping")
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise InputError(f"not an evaluate per_query.json ({exc})", source) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise InputError(f"not an evaluate per_query.json ({exc})", source) from None
+    for qid, entry in queries.items():  # every value the comparisons read is a number, or the file is refused
+        measures = entry.get("measures") if isinstance(entry, dict) else None
+        if not isinstance(measures, dict):
+            raise InputError("expected an object with a 'measures' object", source, field=f"queries.{qid}")
+        for name, value in measures.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"expected a number, got {json.dumps(value)[:40]}", source,
+                                 field=f"queries.{qid}.measures.{name}")
     return queries
 
 

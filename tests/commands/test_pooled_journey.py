@@ -254,6 +254,31 @@ def test_pool_label_evaluate_compare_and_gate_two_branches(repo, capsys):
     assert code == 0, md
     assert md.startswith("**Improvement**")
     assert json.loads((repo / "metrics" / "recipes.json").read_text())["RR@3"] == 1.0
+    # a hostile try: the run changed but was not evaluated again (per-query results and metrics stale): the gate
+    # held the stale results, "No change", exit 0; now each revision's results are held to its run and judgments
+    _git(repo, "checkout", "-q", "-b", "stale")
+    (repo / "retriever" / "config.json").write_text('{"chars": 30, "stem": false}', encoding="utf-8")
+    for run in ("recipes", "recipes-http"):
+        assert _user(repo, f"retrieval-lab retrieve --retriever external --external {run} --dataset recipes-ru "
+                           f"--params params.yaml --output runs/{run}.trec --timing reports/{run}/timing.json") == 0
+    _git(repo, "commit", "-qam", "rerun without evaluating")
+    capsys.readouterr()
+    code, md, _ = _report(repo, "stale")
+    assert code == 3 and md.startswith("**Cannot judge**: recipes: its per-query results at stale are not what "
+                                       "runs/recipes.trec gives on the judgments there (e.g. q02 RR@3: 1.0 in "
+                                       "per_query.json, 0.5 from the run; stale: evaluate again)")
+    # a malformed per-query entry is bad input in one line (it raised AttributeError, exit 1: the REGRESSION code)
+    per_query = repo / "reports" / "recipes" / "per_query.json"
+    data = json.loads(per_query.read_text())
+    data["queries"]["q03"] = 5
+    per_query.write_text(json.dumps(data))
+    _git(repo, "commit", "-qam", "a broken per-query file")
+    code = _user(repo, "retrieval-lab report --base main --head stale --fail-on-regression --repo . "
+                       "--reports-root reports --metrics-root metrics --params params.yaml --output pr-broken")
+    assert code == 2
+    assert "stale:reports/recipes/per_query.json field 'queries.q03': expected an object with a 'measures' " \
+           "object" in capsys.readouterr().err
+
     # the token went nowhere: no file of the repository holds it
     for path in repo.rglob("*"):
         if path.is_file() and ".git" not in path.parts:

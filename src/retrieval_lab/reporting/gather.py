@@ -342,7 +342,9 @@ class Gathered:
     diagnoses: dict[str, dict | None] = field(default_factory=dict)  # changed retriever -> head's diagnosis
     recall: dict[str, tuple[Series | None, Series | None]] = field(default_factory=dict)  # (base, head)
     losses: dict[str, tuple[Series | None, Series | None]] = field(default_factory=dict)  # variant -> (base, head)
-    rankings: dict[str, tuple[Run | None, Run | None]] = field(default_factory=dict)  # changed retriever's runs
+    rankings: dict[str, tuple[Run | None, Run | None]] = field(default_factory=dict)  # each retriever's runs
+    # the judgments at each revision (the --qrels path read there), to hold each run to its per-query values
+    revision_qrels: tuple[Qrels | None, Qrels | None] = (None, None)
     dataset: Dataset | None = None  # texts for the page (the working tree's), if given
     qrels: Qrels | None = None  # the test judgments (working tree), if given
     timings: dict[str, tuple[dict | None, dict | None]] = field(default_factory=dict)  # retriever -> latency summaries
@@ -456,14 +458,30 @@ def _run(text: str | None, source: str) -> Run | None:
             raise InputError(str(exc).replace(str(path), source)) from None
 
 
+def _qrels(text: str | None, source: str) -> Qrels | None:
+    if text is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / Path(source).name
+        path.write_text(text, encoding="utf-8")
+        try:
+            return read_qrels(path)
+        except InputError as exc:
+            raise InputError(str(exc).replace(str(path), source)) from None
+
+
 def _page_inputs(g: Gathered, revs: tuple[Revision, Revision], repo: str) -> None:
-    """The comparison page's rankings (each changed retriever's run at both revisions) and, from the
-    working tree, the texts and judgments."""
+    """Every retriever's run at both revisions (the page's rankings, and what the gate holds each revision's
+    per-query values to, with that revision's judgments) and, from the working tree, the texts and
+    judgments."""
     paths = g.paths
     if paths.runs is not None:
-        for r in g.changed:
+        for r in g.retrievers:
             path = f"{paths.runs}/{r.name}.trec"
             g.rankings[r.name] = tuple(_run(rev.read(path), rev.source(path)) for rev in revs)
+    if paths.qrels is not None and not Path(paths.qrels).is_absolute():
+        qrels_path = normal(paths.qrels)
+        g.revision_qrels = tuple(_qrels(rev.read(qrels_path), rev.source(qrels_path)) for rev in revs)
     prepared = Path(repo) / paths.prepared if paths.prepared else None
     if prepared is not None and prepared.is_dir() and any(prepared.glob("queries.jsonl*")):
         g.dataset = load_dataset(prepared, [])

@@ -16,7 +16,7 @@ from ..core.errors import InputError
 from ..core.params import Params
 from ..diagnosis import CLASSES
 from ..exit_codes import CANNOT_JUDGE, REGRESSION
-from ..metrics import parse_measure
+from ..metrics import measure_run, parse_measure
 from ..report_files import PER_QUERY
 from .gather import Gathered, ReportPaths, Retriever
 
@@ -201,6 +201,33 @@ def lacking_measures(r: Retriever, measures: list[str], revisions: tuple[str, st
             "evaluate.measures and evaluate again, or gate on measures it has: gate.measures)")
 
 
+STALE_TOLERANCE = 1e-9  # a per-query value against the one its run gives now (the same engine: equal but for rounding)
+
+
+def stale(r: Retriever, measures: list[str], runs: tuple, qrels: tuple, revisions: tuple[str, str],
+          runs_root: str | None) -> str | None:
+    """Why the per-query results cannot be what the gate judges: at a revision holding the retriever's run and
+    the judgments, the run scored on them (the one metrics engine) gives other queries or other values than
+    its per_query.json: results not evaluated again after the run or the judgments changed."""
+    for rev, entries, run, judged in zip(revisions, (r.base, r.head), runs, qrels):
+        if entries is None or run is None or judged is None:
+            continue
+        now = measure_run(judged, run, measures).per_query
+        if set(now) != set(entries):
+            gone, new = sorted(set(entries) - set(now)), sorted(set(now) - set(entries))
+            return (f"its per-query results at {rev} are not what {runs_root}/{r.name}.trec gives on the judgments "
+                    f"there ({len(gone)} queries only in the results, {len(new)} only in the run's scores; stale: "
+                    "evaluate again)")
+        for qid in sorted(now):
+            for m in measures:
+                have, want = entries[qid]["measures"].get(m), now[qid].get(m)
+                if have is None or want is None or abs(float(have) - want) > STALE_TOLERANCE:
+                    return (f"its per-query results at {rev} are not what {runs_root}/{r.name}.trec gives on the "
+                            f"judgments there (e.g. {qid} {m}: {have} in per_query.json, {want} from the run; "
+                            "stale: evaluate again)")
+    return None
+
+
 def vanished_bound(r: Retriever, measures: list[str], family: Family, tolerance: float) -> str | None:
     """Why queries that vanished at head could hide a loss, or None: each vanished query is scored 0 at
     head (the least any measure gives) and the gated measures compared again on every base query, in the
@@ -301,6 +328,10 @@ def judge(g: Gathered, params: Params, tolerance: float, allow_query_change: boo
     measure = measures[0]  # losses and strata are shown on the first gated measure
     revisions = (g.base, g.head_name)
     lacking = {r.name: why for r in g.retrievers if (why := lacking_measures(r, measures, revisions))}
+    for r in g.retrievers:  # results that are not what their runs give now: never compared as they stand
+        if r.name not in lacking and (why := stale(r, measures, g.rankings.get(r.name, (None, None)),
+                                                   g.revision_qrels, revisions, g.paths.runs)):
+            lacking[r.name] = why
     changed = [r for r in g.changed if r.name not in lacking]  # a measure that matches nothing is a blind spot
     gated_changed = [r for r in changed if gated(params, r.name)]
     others = [r for r in changed if not gated(params, r.name)]
