@@ -163,3 +163,12 @@ def test_a_gated_measure_the_results_lack_is_a_blind_gate():
     assert j.blind == [("bm25", ("the gated measures are not in its per-query results: AP@5 at main (20 of 20 "
                                 "queries, e.g. q00); AP@5 at head (20 of 20 queries, e.g. q00) (add them to "
                                 "evaluate.measures and evaluate again, or gate on measures it has: gate.measures)"))]
+
+
+@pytest.mark.parametrize("key", ["retrievers", "measures"])
+def test_an_empty_declaration_is_refused(key):
+    # a hostile try: gate.retrievers: [] exited 3 saying "no per-query results found" when results existed
+    from retrieval_lab.core.errors import InputError
+
+    with pytest.raises(InputError, match=f"field 'gate.{key}': name at least a"):
+        GateParams(**{key: []})

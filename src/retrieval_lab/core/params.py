@@ -282,8 +282,9 @@ class GateParams(Section):
     never widens the gated ones' intervals by accident (docs/review-gate.md)."""
     # run names gated (each must have results at both revisions); null: every retriever either revision has.
     # The others are reported in a family of their own, never gated
-    retrievers: list[str] | None = param(None, each(RUN_NAME))
-    measures: list[str] | None = param(None, each(MEASURE_NAME))  # null: compare.measure and compare.key_measures
+    retrievers: list[str] | None = param(None, rules.some(RUN_NAME, "a retriever (null: every one)"))
+    # null: compare.measure and compare.key_measures
+    measures: list[str] | None = param(None, rules.some(MEASURE_NAME, "a measure (null: the key measures)"))
 
 
 _HOST = re.compile(r"[A-Za-z0-9.:-]+")

@@ -48,6 +48,13 @@ def each(check):
     return check_each
 
 
+def some(check, what: str):
+    """At least one item, each obeying ``check`` (an empty list would declare nothing: a gate that judges nothing)."""
+    def check_some(values):
+        return f"name at least {what}" if not values else each(check)(values)
+    return check_some
+
+
 POSITIVE, NON_NEGATIVE, UNIT = between(1, None), between(0, None), between(0.0, 1.0)
 
 

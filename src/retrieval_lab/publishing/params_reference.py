@@ -63,6 +63,8 @@ def rule_text(rule) -> str:
         return closure["what"]
     if kind == "each":
         return "each item " + rule_text(closure["check"])
+    if kind == "some":
+        return "at least one item, each " + rule_text(closure["check"])
     doc = inspect.getdoc(rule)
     if not doc:
         raise ValueError(f"rule {rule.__qualname__} has no docstring to describe it")
