@@ -114,6 +114,9 @@ def test_pool_and_merge_commands(tmp_path, capsys):
     argv = ["--dataset", str(dataset), "--runs", str(tmp_path / "a.trec"), str(tmp_path / "b.trec"),
             "--depth", "2", "--qrels", str(qrels), "--output", str(tmp_path / "pool.tsv")]
     assert run_command("pool", argv) == 0
+    # what the judgments held back is counted (a hostile try: "already judged pairs left out", no count, and said
+    # without --qrels too); q1's d2 is judged and in both runs' top 2: one pair
+    assert f"(top 2 of 2 runs, 1 pairs {qrels} judges already left out)" in capsys.readouterr().out
     lines = (tmp_path / "pool.tsv").read_text().splitlines()
     assert lines[0].split("\t") == list(COLUMNS)
     assert lines[4].split("\t") == ["q2", "vpn drops", "d4", "VPN", "reconnect the tunnel", "1", "a,b", ""]

@@ -38,7 +38,7 @@ def _pool(args: argparse.Namespace) -> int:
     from ..core.data import read_qrels
     from ..core.errors import InputError
     from ..judgment_pool import pool, write_pool
-    from ..runs import read_run
+    from ..runs import ranked, read_run
 
     if args.dataset is None or args.depth is None:
         raise InputError("pooling needs --dataset and --depth", field="--runs")
@@ -47,10 +47,16 @@ def _pool(args: argparse.Namespace) -> int:
         raise InputError(f"run file stems must differ (they name the retrievers): {stems}", field="--runs")
     queries, corpus = _load_corpus_and_queries(args.dataset)
     judged = read_qrels(args.qrels) if args.qrels else None
-    rows = pool({s: read_run(p) for s, p in zip(stems, args.runs)}, args.depth, queries, corpus, judged)
+    runs = {s: read_run(p) for s, p in zip(stems, args.runs)}
+    rows = pool(runs, args.depth, queries, corpus, judged)
     write_pool(args.output, rows)
+    skipped = ""
+    if judged is not None:  # counted, never silently dropped
+        known = {(q, d) for run in runs.values() for q, docs in run.items() for d, _ in ranked(docs)[:args.depth]
+                 if d in judged.get(q, {})}
+        skipped = f", {len(known)} pairs {args.qrels} judges already left out"
     print(f"pool: {len(rows)} pairs to judge over {len({r.query_id for r in rows})} queries "
-          f"(top {args.depth} of {len(stems)} runs, already judged pairs left out) -> {args.output}")
+          f"(top {args.depth} of {len(stems)} runs{skipped}) -> {args.output}")
     return 0
 
 
