@@ -169,3 +169,21 @@ def test_the_page_says_which_family_its_intervals_belong_to(tmp_path, capsys):
     for row, m in zip(page["summary"]["rows"], ("nDCG@10", "R@100", "RR@10")):
         assert row["measure"] == m and row["cells"][4] == f"[{ours['measures'][m]['ci_low']:+.4f}, " \
                                                             f"{ours['measures'][m]['ci_high']:+.4f}]"
+
+
+def test_runs_the_page_cannot_contrast_are_refused_naming_their_files(tmp_path, capsys):
+    # a newcomer's try: two runs of different collections made a page of 228 queries with no warning (compare-runs
+    # refuses them); qrels of another collection named an internal field ('base_run') instead of the files
+    base, head, other = tmp_path / "base.trec", tmp_path / "head.trec", tmp_path / "other.trec"
+    base.write_text("q1 Q0 d1 1 1.0 b\n")
+    head.write_text("q1 Q0 d2 1 1.0 h\n")
+    other.write_text("x9 Q0 d1 1 1.0 o\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nz1\td1\t1\n")
+    out = tmp_path / "page.html"
+    assert run_command("page", [str(base), str(other), "--output", str(out)]) == 2
+    assert f"{base}: shares no query with {other}: two runs of different query sets" in capsys.readouterr().err
+    assert run_command("page", [str(base), str(head), "--output", str(out), "--qrels", str(qrels)]) == 2
+    err = capsys.readouterr().err
+    assert str(base) in err and str(qrels) in err and "base_run" not in err
+    assert not out.exists()

@@ -390,6 +390,14 @@ def runs_page(base_path: str | Path, head_path: str | Path, params: Params, qrel
     qrels = (read_qrels(qrels_path, data.queries if data else None, data.corpus if data else None)
              if qrels_path is not None else None)
     base, head = read_run(base_path), read_run(head_path)
+    if qrels is not None:  # as compare-runs: each run must share a query with the judgments, named by its file
+        from .evaluation import check_overlap
+
+        check_overlap(qrels, base, base_path, qrels_path)
+        check_overlap(qrels, head, head_path, qrels_path)
+    elif not set(base) & set(head):
+        raise InputError(f"shares no query with {head_path}: two runs of different query sets have nothing to "
+                         "contrast", str(base_path))
     names = [Path(base_path).name, Path(head_path).name]
     if names[0] == names[1]:
         names = ["base: " + names[0], "head: " + names[1]]

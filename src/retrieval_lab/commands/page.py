@@ -20,7 +20,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--qrels", metavar="FILE", help="judgments (TREC 4-column or BEIR tsv); without them the "
                                                          "queries are contrasted by rank-biased overlap only")
     parser.add_argument("--dataset", metavar="DIR", help="BEIR folder (corpus.jsonl, queries.jsonl) whose texts "
-                                                         "the page shows")
+                                                         "the page shows (its qrels are not read: give --qrels)")
     parser.add_argument("-m", "--measure", dest="measures", action="append", metavar="MEASURE",
                         help="measure of the summary (repeatable; default compare.measure and "
                              "compare.key_measures, the table also offering evaluate.measures)")
