@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     if all(r >= 1 for judged in qrels.values() for r in judged.values()):
         judged_names = ", ".join(m for m in shown if parse_measure(m).family == "Judged")
         print(f"{judged_names}: the share of the top k the qrels judge. These qrels list only relevant "
-              "documents, so it is low for every run: the others are unjudged and count as misses.")
+              "documents, so it is low for every run: the others are unjudged"
+              + (", removed here before the other measures (-J)." if args.judged_only else " and count as misses."))
     for name, result in results.items():
         cov = result.coverage
         print(f"{name}: {cov.sentence()}")
