@@ -37,6 +37,7 @@ from urllib.parse import quote
 
 from ..core.atomic import atomic_path
 from ..core.errors import InputError
+from ..core.kinds import JUDGMENTS
 from .pool_file import Pool
 
 FORMAT = "retrieval-lab judgments"
@@ -354,7 +355,7 @@ def _rows(con: sqlite3.Connection) -> tuple[Judgment, ...]:
 def create_store(path: str | Path, pool: Pool, labels: LabelRange) -> None:
     """A new database for ``pool``, made beside ``path`` and renamed into place whole (never half a schema)."""
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, kind=JUDGMENTS) as tmp:
         con = sqlite3.connect(tmp, isolation_level=None)
         try:
             con.execute("PRAGMA journal_mode = WAL")  # kept in the file: every later connection uses it
