@@ -16,8 +16,12 @@ PROVENANCE_SUFFIX = ".provenance.tsv"
 
 
 def _provenance(args: argparse.Namespace) -> Found:
-    """The export's side file (who judged each pair, when) beside it unless --provenance names one."""
-    found = Found()
+    """The export's side file (who judged each pair, when) beside it unless --provenance names one, and the
+    pool the database was made from (an input of the export: never replaced by it)."""
+    from ..judging.store import recorded_pool
+
+    pool = recorded_pool(args.db) if args.export is not None else None
+    found = Found(inputs={"--db's pool": [(Path(pool), FILE)]} if pool else {})
     if args.export is not None and args.provenance is None:
         found.outputs["--provenance"] = (Path(args.export + PROVENANCE_SUFFIX), FILE)
         found.kinds["--provenance"] = PROVENANCE

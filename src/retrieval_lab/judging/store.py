@@ -371,6 +371,23 @@ def create_store(path: str | Path, pool: Pool, labels: LabelRange) -> None:
             con.close()
 
 
+def recorded_pool(path: str | Path) -> str | None:
+    """The pool path a judgments database records (``meta.pool``, as given when it was made), or None where
+    there is no readable database: what ``judge --export`` must never write over."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:  # immutable: no lock, no -wal or -shm made beside it; meta is written once, when the database is made
+        con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1", uri=True)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'pool'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    return row[0] if row and isinstance(row[0], str) and row[0] else None
+
+
 def open_store(path: str | Path, pool: Pool | None = None, labels: LabelRange | None = None,
                readonly: bool = False) -> Store:
     """Open and check a judgments database: made by this format's version, for ``pool`` (when given) and the
