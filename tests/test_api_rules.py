@@ -276,7 +276,7 @@ OUTPUT_CASES = [
     ("write_qrels", "col/qrels/test.tsv", "lies inside the BEIR folder"),
     ("write_beir", "col/sub", "lies inside the BEIR folder"),
     ("write_beir", "col", "holding files retrieval-lab did not write"),  # a raw dataset is never replaced
-    ("write_run", "judged.tsv", "is a qrels file, an input this library reads"),
+    ("write_run", "judged.tsv", "is a qrels file; write_run writes a TREC run and replaces only that"),
     ("write_run", "trec-qrels.txt", "is a qrels file"),
     ("write_run", "docs.jsonl", "is a file of BEIR JSON lines"),
     ("write_qrels", "run.trec", "is a TREC run"),
@@ -297,7 +297,9 @@ def test_each_writer_replaces_its_own_kind(col):
     rl.write_qrels(col / "judged.tsv", QRELS)  # earlier qrels
     rl.write_run(col / "notes.txt", GOOD, tag="t")  # a new name
     (col / "free.txt").write_text("a note no reader takes\n")
-    rl.write_run(col / "free.txt", GOOD, tag="t")  # a file no reader takes: replaced, as the CLI does
+    with pytest.raises(rl.InputError, match="is a file retrieval-lab did not write; write_run writes a TREC run"):
+        rl.write_run(col / "free.txt", GOOD, tag="t")  # a note is the user's: refused, as the CLI refuses it
     rl.write_beir(col / "out", CORPUS, QUERIES, {"test": QRELS})
     rl.write_beir(col / "out", CORPUS, QUERIES, {"test": QRELS})  # its own folder (marked): replaced whole
-    assert rl.read_run(col / "free.txt") == rl.read_run(col / "run.trec")
+    assert rl.read_run(col / "notes.txt") == rl.read_run(col / "run.trec")
+    assert (col / "free.txt").read_text() == "a note no reader takes\n"

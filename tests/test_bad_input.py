@@ -20,6 +20,16 @@ from retrieval_lab import cli
 from retrieval_lab.core.atomic import MARKER, MARKER_TEXT
 
 SENTINEL = "an earlier output: must survive a failed run\n"
+# an earlier file output is of its output's kind (a command replaces only what it wrote: core.kinds), still
+# holding the words above
+EARLIER = {".trec": "q1 Q0 d1 1 1.0 an-earlier-output\n",
+           "fusion.json": json.dumps({"method": "rrf", "depth": 1, "tuned": False, "note": SENTINEL}, indent=2),
+           "metrics.json": json.dumps({"queries_evaluated": 1, "queries_without_positive": 0, "depth": 1,
+                                       "not_found_rank": 2, "note": SENTINEL}, indent=2)}
+
+
+def _earlier(path: Path) -> str:
+    return next((text for end, text in EARLIER.items() if path.name.endswith(end)), SENTINEL)
 
 CORPUS = [{"_id": f"d{i}", "title": f"title {i}", "text": f"document {i} about topic {i}"}
           for i in range(1, 5)]
@@ -56,7 +66,7 @@ def plant(path: Path, is_dir: bool = False) -> None:
         (path / "earlier.txt").write_text(SENTINEL, encoding="utf-8")
         (path / MARKER).write_text(MARKER_TEXT, encoding="utf-8")
     else:
-        path.write_text(SENTINEL, encoding="utf-8")
+        path.write_text(_earlier(path), encoding="utf-8")
 
 
 def assert_untouched(path: Path, is_dir: bool = False) -> None:
@@ -64,7 +74,7 @@ def assert_untouched(path: Path, is_dir: bool = False) -> None:
         assert sorted(p.name for p in path.iterdir()) == [MARKER, "earlier.txt"], f"{path} was changed"
         assert (path / "earlier.txt").read_text(encoding="utf-8") == SENTINEL
     else:
-        assert path.read_text(encoding="utf-8") == SENTINEL, f"{path} was overwritten"
+        assert path.read_text(encoding="utf-8") == _earlier(path), f"{path} was overwritten"
     leftovers = [p.name for p in path.parent.iterdir()
                  if p.name.startswith((f".{path.name}.tmp-", f".{path.name}.old-"))]
     assert leftovers == [], f"temporary siblings left behind: {leftovers}"

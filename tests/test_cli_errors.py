@@ -24,6 +24,7 @@ CORPUS = [{"_id": f"d{i}", "title": "", "text": f"document about topic {i}"} for
 QUERIES = [{"_id": f"q{i}", "text": f"topic {i}"} for i in range(1, 4)]
 QRELS = {"train": [("q1", "d1", 1)], "test": [("q2", "d2", 1), ("q3", "d3", 1)]}
 RUN = "q2 Q0 d2 1 2.0 t\nq2 Q0 d1 2 1.0 t\nq3 Q0 d3 1 3.0 t\n"
+EARLIER = "q2 Q0 d1 1 1.0 earlier\n"  # an earlier run, kept whole by a write that fails
 
 
 @pytest.fixture
@@ -182,7 +183,7 @@ def test_evaluate_reports_folder_is_never_the_dataset(beir, params, tmp_path, ca
 def earlier_run(tmp_path) -> Path:
     out = tmp_path / "runs" / "bm25.trec"
     out.parent.mkdir()
-    out.write_text("an earlier run\n")
+    out.write_text(EARLIER)  # a run: what retrieve --output replaces (a file of another kind it refuses)
     return out
 
 
@@ -194,7 +195,7 @@ def test_read_only_folder(beir, params, earlier_run, monkeypatch, capsys):
     monkeypatch.setattr(atomic.os, "replace", read_only)
     err = error_line(retrieve(beir, earlier_run, params), capsys)
     assert err == f"error: {earlier_run}: Read-only file system\n"
-    assert earlier_run.read_text() == "an earlier run\n"
+    assert earlier_run.read_text() == EARLIER
     no_temporaries(earlier_run.parent)
 
 
@@ -218,7 +219,7 @@ def test_disk_full_while_writing(beir, params, earlier_run, monkeypatch, capsys)
                         raising=False)
     err = error_line(retrieve(beir, earlier_run, params), capsys)
     assert err == f"error: {earlier_run}: No space left on device\n"
-    assert earlier_run.read_text() == "an earlier run\n"
+    assert earlier_run.read_text() == EARLIER
     no_temporaries(earlier_run.parent)
 
 

@@ -44,8 +44,10 @@ from pathlib import Path
 
 from . import metrics, report_files
 from .core import checks
-from .core.atomic import atomic_set, finish_set, record_written
+from .core.atomic import atomic_set, check_into, finish_set, record_written
 from .core.data import Doc, Qrels, Query, empty_documents_note, load_dataset, positives, read_qrels
+from .core.guard import library_output
+from .core.kinds import METRICS
 from .core.params import Params
 from .diagnosis import Diagnosis, diagnose
 from .latency import read_summary
@@ -284,6 +286,10 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
     from .tokenizer import Tokenizer
 
     cfg = params.evaluate
+    # what the CLI's guard refuses, refused here too: metrics replace only earlier metrics, the reports only
+    # the files an earlier evaluate wrote into that folder (its .retrieval-lab-written)
+    library_output(metrics_path, "evaluate", METRICS)
+    check_into(reports, report_files.EVALUATE, "reports")
     finish_set(reports)  # a set a killed evaluate left half-replaced: completed before anything else
     Tokenizer(params.tokenizer)  # fails on bad params before any work
     latency = read_summary(timing_path) if timing_path is not None else None
@@ -326,7 +332,7 @@ def run_evaluation(dataset: str | Path, split: str, run_path: str | Path, metric
         Path(metrics_path): _json(metrics_json),
     }
     record_written(reports, report_files.EVALUATE)  # first: a set killed midway is still ours to replace
-    with atomic_set(list(texts), reports) as temporaries:  # replaced together: a kill midway is completed next run
+    with atomic_set(list(texts), reports, {Path(metrics_path): METRICS}) as temporaries:  # replaced together: a kill midway is completed next run
         for tmp, text in zip(temporaries, texts.values()):
             tmp.write_text(text, encoding="utf-8")
     note = empty_documents_note(data.corpus, params.retrieve.fields,

@@ -34,6 +34,7 @@ import numpy as np
 from . import stats
 from .comparison import per_query_measures, values_of
 from .core.errors import InputError
+from .core.kinds import PLOT_SOFTWARE, TABLE_CSV_FIELDS
 from .core.params_file import dotted_items, parse_yaml
 
 SEED_KEY = "train.seed"
@@ -337,8 +338,7 @@ def to_markdown(result: dict) -> str:
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
-CSV_FIELDS = ["measure", "collection", "retriever", "seeds", "mean", "sd", "baseline", "difference", "low",
-              "high", "p_adjusted", "excludes_zero", "experiments"]
+CSV_FIELDS = list(TABLE_CSV_FIELDS)  # its header is its signature (core.kinds)
 
 
 def to_csv(result: dict) -> str:
@@ -399,5 +399,5 @@ def plot(result: dict, path: str | Path, measure: str | None = None) -> None:
     bottom.set_title(f"{result['family_level']:.0%} simultaneous intervals ({result['family_size']} comparisons)",
                      fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")
+    fig.savefig(path, dpi=100, format="png", metadata={"Software": PLOT_SOFTWARE})  # its signature (core.kinds)
     plt.close(fig)

@@ -19,9 +19,11 @@ from pathlib import Path
 from .core.atomic import atomic_path
 from .core.data import Doc, Qrels, Query, ascii_integer, check_id, text_lines
 from .core.errors import InputError
+from .core.guard import library_output
+from .core.kinds import POOL, POOL_COLUMNS
 from .runs import Run, ranked
 
-COLUMNS = ("query_id", "query_text", "doc_id", "title", "snippet", "best_rank", "retrievers", "score")
+COLUMNS = POOL_COLUMNS  # its header is its signature (core.kinds): a pool replaces only an unlabelled pool
 SNIPPET = 300
 
 
@@ -76,7 +78,10 @@ def pool(runs: dict[str, Run], depth: int, queries: dict[str, Query], corpus: di
 
 
 def write_pool(path: str | Path, rows: list[PoolRow]) -> None:
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+    """The pool tsv; it replaces only a pool without labels (a labelled one is an annotator's work) —
+    :func:`core.guard.library_output`."""
+    library_output(path, "write_pool", POOL)
+    with atomic_path(path, kind=POOL) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         fh.write("\t".join(COLUMNS) + "\n")
         fh.writelines("\t".join([r.query_id, r.query_text, r.doc_id, r.title, r.snippet, str(r.best_rank),
                                 ",".join(r.retrievers), ""]) + "\n" for r in rows)

@@ -48,6 +48,8 @@ from .comparison import (
 from .core.atomic import check_whole, write_text
 from .core.data import require_file
 from .core.errors import InputError
+from .core.guard import library_output
+from .core.kinds import PAGE
 from .core.params import Params
 from .diagnosis import CLASSES
 from .report_files import DIAGNOSIS, PER_QUERY
@@ -464,4 +466,7 @@ def render(page: Page) -> str:
 
 
 def write_page(path: str | Path, page: Page) -> None:
-    write_text(path, render(page))
+    """The page; it replaces only an earlier page (its style's first line, :data:`core.kinds.PAGE_STYLE_MARK`,
+    is its signature) — :func:`core.guard.library_output`."""
+    library_output(path, "write_page", PAGE)
+    write_text(path, render(page), kind=PAGE)

@@ -21,9 +21,10 @@ import yaml
 
 from . import report_files
 from .core.errors import InputError
+from .core.kinds import NAMES_BEGIN
 from .core.params import Params
 
-BEGIN = "  # BEGIN generated names"
+BEGIN = NAMES_BEGIN  # the block's first line: also what names --dvc-yaml recognises its file by (core.kinds)
 END = "  # END generated names"
 _HEAD = ("  # BEGIN generated names: written by `retrieval-lab names` from params.yaml (checked by its schema);\n"
          "  # edit params.yaml, then run it. The names stage fails while this block differs from params.yaml.\n")

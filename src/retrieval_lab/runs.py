@@ -107,17 +107,17 @@ def write_run(path: str | Path, run: Run, tag: str, depth: int | None = None) ->
 
     Refused, nothing written (:class:`InputError`): a score that is not a finite number (NumPy's are
     numbers), an id a TREC run cannot carry, a ``depth`` below 1, and a ``path`` that would replace an
-    input: a run never lies inside a BEIR folder (one holding corpus.jsonl and queries.jsonl) and
-    replaces only an earlier run or a file no reader of this library takes (never corpus.jsonl,
-    queries.jsonl or qrels) — :func:`core.guard.library_output`.
+    input or a file this writer did not write: a run never lies inside a BEIR folder (one holding
+    corpus.jsonl and queries.jsonl) and replaces only an earlier run (never corpus.jsonl, queries.jsonl,
+    qrels, a pool or a note) — :func:`core.guard.library_output`.
     """
     check_run(run)
     if not isinstance(tag, str) or not tag or id_problem(tag):
         raise InputError(f"run tag {tag!r} must be one non-empty word", field="tag")
     if depth is not None:
         depth = positive(depth, "depth")
-    library_output(path, "write_run", (RUN,))
-    with atomic_path(path) as tmp, open(tmp, "wb") as raw, contextlib.ExitStack() as stack:
+    library_output(path, "write_run", RUN)
+    with atomic_path(path, kind=RUN) as tmp, open(tmp, "wb") as raw, contextlib.ExitStack() as stack:
         fh = raw
         if str(path).endswith(".gz"):
             fh = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename=""))

@@ -17,9 +17,10 @@ import os
 from pathlib import Path
 
 import pytest
+from kind_samples import checkpoint_sample, hostile, make_samples
 
 from retrieval_lab import cli
-from retrieval_lab.core import guard
+from retrieval_lab.core import guard, kinds
 from retrieval_lab.core.errors import InputError
 
 USER_TEXT = b"the user's own bytes\n"
@@ -98,11 +99,11 @@ def _materialize(f: guard.Found) -> None:
                     (path / "corpus.jsonl").write_bytes(b'{"_id": "d1", "text": "kept"}\n')
 
 
-def _setup(command: str) -> tuple[list[str], guard.Found]:
+def _setup(command: str, argv: list[str] | None = None) -> tuple[list[str], guard.Found]:
     """In the working folder: params.yaml (every section at its default: an input of every stage command)
-    and every input of the command's built arguments."""
+    and every input of the command's built arguments (or of ``argv``)."""
     Path("params.yaml").write_text("# every section at its default\n", encoding="utf-8")
-    argv = base_argv(command)
+    argv = base_argv(command) if argv is None else argv
     args = cli.build_parser().parse_args([command, *argv])
     f = guard.found(args._paths, args)
     _materialize(f)
@@ -234,3 +235,77 @@ def test_an_output_inside_a_linked_dataset_folder_is_refused_by_its_real_path(tm
     (tmp_path / "colalias").symlink_to(col)
     with pytest.raises(InputError, match="lies inside the input --dataset"):
         guard.check_paths({"--dataset": col}, files={"--output": tmp_path / "colalias" / "queries.jsonl"})
+
+
+# ----------------------------------------------------------------------------- a file output replaces only its kind
+# Every file output, declared (PATHS.outputs) or derived, gets five cases, each in a fresh working folder with the
+# file found at the output: a file of its own kind (what a previous run wrote: the guard passes it) and four it
+# must refuse in one line naming the option, with every byte unchanged: a note, a script, a file of another kind,
+# a labelled pool. Arguments beyond the built ones: those that bring a derived output (train's checkpoint), and
+# pool's other mode (--merge writes qrels, not a pool).
+VARIANTS = {
+    "train --checkpoint": ("train", "--checkpoint", ["--checkpoint", "out/state.pt"]),
+    "judge --provenance": ("judge", "--provenance", []),  # derived from --export
+    "pool --merge": ("pool", "--output", ["--merge", "in/labelled.txt", "--output", "out/output.out"]),
+}
+
+
+def _file_cases() -> dict[str, tuple[str, str, list[str]]]:
+    cases = {f"{command} {option}": (command, option, []) for command in cli.COMMANDS
+             for option, kind in _paths(command).outputs.items() if kind == guard.FILE}
+    return cases | VARIANTS
+
+
+FILE_CASES = _file_cases()
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    return make_samples(tmp_path_factory.mktemp("samples"))
+
+
+def _kind_argv(command: str, extra: list[str]) -> list[str] | None:
+    if command == "pool" and extra[:1] == ["--merge"]:
+        return extra
+    return base_argv(command) + extra if extra else None
+
+
+def test_every_file_output_has_its_cases(tmp_path, monkeypatch):
+    # the derived file outputs (none in PATHS.outputs' keys alone) are in VARIANTS: a new one fails here
+    monkeypatch.chdir(tmp_path)
+    found = set()
+    for command, option, extra in FILE_CASES.values():
+        _argv, f = _setup(command, _kind_argv(command, extra))
+        found |= {(command, o) for o, (_p, k) in f.outputs.items() if k == guard.FILE}
+        assert f.kinds.keys() >= {o for o, (_p, k) in f.outputs.items() if k == guard.FILE}
+    assert found == {(c, o) for c, o, _ in FILE_CASES.values()}
+    assert len(FILE_CASES) >= 22
+
+
+@pytest.mark.parametrize("case", list(FILE_CASES))
+def test_a_file_output_replaces_only_a_file_of_its_own_kind(case, samples, tmp_path, monkeypatch, capsys):
+    command, option, extra = FILE_CASES[case]
+    monkeypatch.chdir(tmp_path)
+    _argv, f = _setup(command, _kind_argv(command, extra))
+    kind = f.kinds[option]
+    own = checkpoint_sample(tmp_path / "state.pt") if kind == kinds.CHECKPOINT else samples[kind]
+    places = {"its own kind": (own.read_bytes(), None), **hostile(samples, kind)}
+    for i, (label, (content, words)) in enumerate(places.items()):
+        work = tmp_path / f"case{i}"
+        work.mkdir()
+        monkeypatch.chdir(work)
+        argv, f = _setup(command, _kind_argv(command, extra))
+        path = f.outputs[option][0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        if words is None:  # what a previous run of this command wrote there: the guard lets it be replaced
+            args = cli.build_parser().parse_args([command, *argv])
+            guard.check(guard.found(args._paths, args))
+            continue
+        before = _snapshot(work)
+        code = cli.main([command, *argv])
+        err = capsys.readouterr().err
+        assert code == 2, f"{case} over {label}: exit {code}, {err}"
+        assert err.count("\n") == 1 and err.startswith(f"error: {path}") and f"field '{option}'" in err, err
+        assert words in err and f"choose another {option}" in err, f"{case} over {label}: {err}"
+        assert _snapshot(work) == before, f"{case} over {label}: the working folder changed"

@@ -13,6 +13,7 @@ from training_fixtures import TINY, _spec, tiny_encoder
 from retrieval_lab import training
 from retrieval_lab.cli import main
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.kinds import CHECKPOINT, recognised
 from retrieval_lab.core.params import TrainParams, TrainVariant
 from retrieval_lab.training import LoopOptions, fine_tune, fingerprint, load_checkpoint, weights_digest
 
@@ -27,6 +28,7 @@ def test_resume_refuses_another_config_or_model(toy, tmp_path):
     fine_tune(encoder, data, _spec(), LoopOptions(fp, stop_after=1, checkpoint=tmp_path / "state.pt", progress=False))
     state = load_checkpoint(tmp_path / "state.pt", fp)
     assert state["step"] == 1 and state["position"] == 1 and state["epoch"] == 0
+    assert recognised(tmp_path / "state.pt") == CHECKPOINT  # what train --checkpoint replaces next time
     other = fingerprint(weights_digest(encoder.model), _spec(dataclasses.replace(TINY, lr=5e-4)), data)
     with pytest.raises(InputError, match=r"state.pt field 'fingerprint'.*train.lr: checkpoint 0.001, now 0.0005"):
         fine_tune(tiny_encoder(), data, _spec(dataclasses.replace(TINY, lr=5e-4)),

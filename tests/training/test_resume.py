@@ -9,6 +9,8 @@ import torch
 from beir_fixtures import REPO
 from training_fixtures import TINY, _spec, tiny_encoder
 
+from retrieval_lab.core.atomic import write_json
+from retrieval_lab.core.kinds import CHECK_RESUME, recognised
 from retrieval_lab.encoder import load
 from retrieval_lab.training import check_resume
 
@@ -37,6 +39,8 @@ def test_resume_check_fails_without_restored_rng(toy, tmp_path, monkeypatch):
     _, _, data = toy
     ok = check_resume(tiny_encoder, data, _spec(), 2, tmp_path / "a")
     assert ok["passed"] and ok["max_abs_param_diff"] == 0.0
+    write_json(tmp_path / "check.json", ok, kind=CHECK_RESUME)  # as check-resume --output writes it
+    assert recognised(tmp_path / "check.json") == CHECK_RESUME  # its signature: what the next run replaces
     monkeypatch.setattr("retrieval_lab.training.loop.set_rng_state", lambda state: None)
     broken = check_resume(tiny_encoder, data, _spec(), 2, tmp_path / "b")
     assert not broken["passed"]

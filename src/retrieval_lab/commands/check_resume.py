@@ -8,12 +8,13 @@ import sys
 import tempfile
 
 from ..core.guard import FILE, FOLDER, Paths, base_model_input
+from ..core.kinds import CHECK_RESUME
 from ..core.params import base_model
 from ..core.params_cli import add_params_args, params_of
 
 HELP = "train a tiny setting straight and stopped+resumed; check steps, data order, losses, weights (JSON report)"
 PATHS = Paths(inputs={"--dataset": FOLDER, "--negatives": FILE}, outputs={"--output": FILE},
-              words=("--variant", "--device"), derive=base_model_input)
+              words=("--variant", "--device"), derive=base_model_input, kinds={"--output": CHECK_RESUME})
 
 
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="check-resume-") as work:
         report = check_resume(lambda: load(model, args.device, where), data, spec,
                               args.stop_after or args.steps // 2, work)
-    write_json(args.output, report)
+    write_json(args.output, report, kind=CHECK_RESUME)
     print(json.dumps({"passed": report["passed"], **report["checks"],
                       "max_abs_param_diff": report["max_abs_param_diff"]}))
     if not report["passed"]:

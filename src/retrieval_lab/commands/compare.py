@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FILE, FOLDER, ROOT, Found, Paths
+from ..core.kinds import COMPARISON, COMPARISON_MD, PAGE
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("paired comparison of run pairs (compare.pairs) from their per_query.json: simultaneous randomization "
@@ -27,7 +28,8 @@ def _per_query_files(args: argparse.Namespace) -> Found:
 PATHS = Paths(inputs={"--reports-root": ROOT, "--runs-root": FOLDER, "--dataset": FOLDER, "--qrels": FILE,
                       "--timing-root": FOLDER},
               outputs={"--output": FILE, "--markdown": FILE, "--html": FILE},
-              words=("--runs",), derive=_per_query_files)
+              words=("--runs",), derive=_per_query_files,
+              kinds={"--output": COMPARISON, "--markdown": COMPARISON_MD, "--html": PAGE})
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -66,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
         from ..page import compare_page
 
         page = compare_page(result, args.reports_root, args.runs_root, args.dataset, args.qrels, params)
-    write_json(args.output, result.to_json())
+    write_json(args.output, result.to_json(), kind=COMPARISON)
     text = to_markdown(result)
-    write_text(args.markdown, text)
+    write_text(args.markdown, text, kind=COMPARISON_MD)
     if page is not None:
         from ..page import write_page
 

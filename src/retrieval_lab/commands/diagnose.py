@@ -6,6 +6,7 @@ import argparse
 import textwrap
 
 from ..core.guard import FILE, FOLDER, Paths
+from ..core.kinds import DIAGNOSIS
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("why each query without a positive in the top k failed (no candidates, vocabulary gap, surface "
@@ -18,7 +19,7 @@ beside a top document means the qrels do not judge it: with qrels that list only
 documents (most BEIR sets) every wrong document is unjudged, so it may also be a missed
 relevant one."""
 PATHS = Paths(inputs={"--dataset": FOLDER, "--run": FILE, "--qrels": FILE}, outputs={"--output": FILE},
-              words=("--split",))
+              words=("--split",), kinds={"--output": DIAGNOSIS})
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     text = (json.dumps(result.to_json(), indent=2) + "\n" if args.json
             else result.to_markdown(f"Failure diagnosis: {Path(args.run).name} on {args.split} (k = {k})"))
     if args.output:
-        write_text(args.output, text)
+        write_text(args.output, text, kind=DIAGNOSIS)
         print(f"diagnose: {len(result.failures)} of {result.queries_with_positive} queries without a positive "
               f"in the top {k} -> {args.output}")
     else:

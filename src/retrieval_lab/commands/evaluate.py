@@ -6,6 +6,7 @@ import argparse
 import textwrap
 
 from ..core.guard import FILE, FOLDER, INTO, Paths
+from ..core.kinds import METRICS
 from ..core.params_cli import add_params_args, params_of
 from ..report_files import EVALUATE
 
@@ -22,7 +23,8 @@ written to REPORTS/diagnosis.md (and .json). Judged@k (always reported) is the s
 that the qrels judge: with qrels that list only relevant documents it is low for every run, and
 the measures count unjudged documents as misses. To only measure runs, see score-runs."""
 PATHS = Paths(inputs={"--dataset": FOLDER, "--run": FILE, "--qrels": FILE, "--timing": FILE},
-              outputs={"--metrics": FILE, "--reports": INTO}, written={"--reports": EVALUATE}, words=("--split",))
+              outputs={"--metrics": FILE, "--reports": INTO}, written={"--reports": EVALUATE}, words=("--split",),
+              kinds={"--metrics": METRICS})
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FILE, Paths
+from ..core.kinds import FUSION, RUN
 from ..core.params_cli import add_params_args, params_of
 
 HELP = "fuse TREC runs (rrf, weighted), tuning the method's parameter on validation qrels"
 PATHS = Paths(inputs={"--runs": FILE, "--qrels": FILE}, outputs={"--output": FILE, "--report": FILE},
-              words=("--method",))
+              words=("--method",), kinds={"--output": RUN, "--report": FUSION})
 
 
 
@@ -41,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     result = fuse(runs, args.method, params, qrels)
     write_run(args.output, result.run, tag=f"fused-{args.method}", depth=params.depth)
     if args.report:
-        write_json(args.report, {**result.to_json(), "runs": list(args.runs), "qrels": args.qrels})
+        write_json(args.report, {**result.to_json(), "runs": list(args.runs), "qrels": args.qrels},
+                   kind=FUSION)
     t = result.tuning
     how = (f"tuned on {args.qrels} ({t.measure} {max(g.score for g in t.grid):.4f})"
            if t is not None else f"fixed ({result.reason})")

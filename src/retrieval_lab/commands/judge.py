@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from ..core.guard import FILE, FOLDER, Found, Paths
+from ..core.kinds import JUDGMENTS, PROVENANCE, QRELS
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("label a pool in the browser: several assessors, their agreement, adjudication and the judgments that "
@@ -15,15 +16,22 @@ PROVENANCE_SUFFIX = ".provenance.tsv"
 
 
 def _provenance(args: argparse.Namespace) -> Found:
-    """The export's side file (who judged each pair, when) beside it unless --provenance names one."""
-    if args.export is None or args.provenance is not None:
-        return Found()
-    return Found(outputs={"--provenance": (Path(args.export + PROVENANCE_SUFFIX), FILE)})
+    """The export's side file (who judged each pair, when) beside it unless --provenance names one, and the
+    pool the database was made from (an input of the export: never replaced by it)."""
+    from ..judging.store import recorded_pool
+
+    pool = recorded_pool(args.db) if args.export is not None else None
+    found = Found(inputs={"--db's pool": [(Path(pool), FILE)]} if pool else {})
+    if args.export is not None and args.provenance is None:
+        found.outputs["--provenance"] = (Path(args.export + PROVENANCE_SUFFIX), FILE)
+        found.kinds["--provenance"] = PROVENANCE
+    return found
 
 
 PATHS = Paths(inputs={"--pool": FILE, "--dataset": FOLDER, "--qrels": FILE, "--base": FILE, "--head": FILE},
               outputs={"--db": FILE, "--export": FILE, "--provenance": FILE},
-              words=("assessors", "host", "measure"), derive=_provenance)
+              words=("assessors", "host", "measure"), derive=_provenance,
+              kinds={"--db": JUDGMENTS, "--export": QRELS, "--provenance": PROVENANCE})
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

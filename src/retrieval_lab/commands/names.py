@@ -3,11 +3,12 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FILE, Paths
+from ..core.kinds import DVC_YAML
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("write dvc.yaml's names (dataset, models, variants, fusion methods, your retrievers) from checked "
         "params.yaml; --check: fail while they differ (the names stage)")
-PATHS = Paths(outputs={"--dvc-yaml": FILE})
+PATHS = Paths(outputs={"--dvc-yaml": FILE}, kinds={"--dvc-yaml": DVC_YAML})
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # a dvc.yaml that is a link stays one: the file it points to is written (atomically, in its own folder)
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    with atomic_path(target) as tmp:
+    with atomic_path(target, kind=DVC_YAML) as tmp:
         tmp.write_bytes(filled.encode("utf-8"))
     print(f"{args.dvc_yaml}: names written ({'; '.join(found) or 'the block rewritten'})")
     return 0

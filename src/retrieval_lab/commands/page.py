@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FILE, FOLDER, Paths
+from ..core.kinds import PAGE
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("self-contained HTML page comparing two TREC runs query by query: rankings side by side, "
         "rank-biased overlap, and with --qrels the measures, intervals and failure classes")
 PATHS = Paths(inputs={"base": FILE, "head": FILE, "--qrels": FILE, "--dataset": FOLDER}, outputs={"--output": FILE},
-              words=("measures",))
+              words=("measures",), kinds={"--output": PAGE})
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

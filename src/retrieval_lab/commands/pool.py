@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FILE, FOLDER, Paths
+from ..core.kinds import POOL, QRELS
 
 HELP = "pool the top K of several runs for judging (--runs), or merge a labelled pool into qrels (--merge)"
 PATHS = Paths(inputs={"--runs": FILE, "--merge": FILE, "--dataset": FOLDER, "--qrels": FILE},
-              outputs={"--output": FILE})
+              outputs={"--output": FILE}, kinds={"--output": lambda args: QRELS if args.merge else POOL})
 
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FILE, FOLDER, Found, Paths, base_model_input
+from ..core.kinds import RUN, TIMING
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("rank documents for each query with one retriever (bm25, lsa, dense, or your own: external) and write a "
@@ -22,6 +23,7 @@ def _derived(args: argparse.Namespace) -> Found:
 
 
 PATHS = Paths(inputs={"--dataset": FOLDER, "--embeddings": FOLDER, "--corpus": FOLDER}, outputs={"--output": FILE, "--timing": FILE},
+              kinds={"--output": RUN, "--timing": TIMING},
               words=("--retriever", "--split", "--external"), derive=_derived)
 
 
@@ -137,7 +139,7 @@ def _write(args, result, tag: str, depth: int, timing) -> None:
 
     write_run(args.output, result, tag=tag, depth=depth)
     if timing is not None:
-        write_json(args.timing, timing.to_json())
+        write_json(args.timing, timing.to_json(), kind=TIMING)
 
 
 def _print_latency(name: str, timing) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FILE, ROOT, Paths
+from ..core.kinds import TABLE_CSV, TABLE_INPUTS, TABLE_MD, TABLE_PLOT
 from ..core.params_cli import add_params_args, params_of
 
 HELP = ("one table over experiments (workspace, git revisions, DVC experiments; none checked out): collection x "
@@ -12,7 +13,8 @@ HELP = ("one table over experiments (workspace, git revisions, DVC experiments; 
         "CSV, PNG")
 PATHS = Paths(inputs={"--from-inputs": FILE, "--repo": ROOT},
               outputs={"--markdown": FILE, "--csv": FILE, "--plot": FILE, "--inputs": FILE},
-              words=("--experiments", "--runs", "--baseline"))
+              words=("--experiments", "--runs", "--baseline"),
+              kinds={"--markdown": TABLE_MD, "--csv": TABLE_CSV, "--plot": TABLE_PLOT, "--inputs": TABLE_INPUTS})
 
 
 
@@ -57,11 +59,11 @@ def run(args: argparse.Namespace) -> int:
     result = build(inputs, baseline, ev.ci_level, ev.permutations, ev.seed)
     text = to_markdown(result)
     if args.inputs:
-        write_json(args.inputs, inputs)
-    write_text(args.markdown, text)
-    write_text(args.csv, to_csv(result))
+        write_json(args.inputs, inputs, kind=TABLE_INPUTS)
+    write_text(args.markdown, text, kind=TABLE_MD)
+    write_text(args.csv, to_csv(result), kind=TABLE_CSV)
     if args.plot:
-        with atomic_path(args.plot) as tmp:
+        with atomic_path(args.plot, kind=TABLE_PLOT) as tmp:
             plot(result, tmp)
     print(text, end="")
     return 0

@@ -7,6 +7,7 @@ import json
 import os
 
 from ..core.guard import FILE, FOLDER, Found, Paths, base_model_input
+from ..core.kinds import CHECKPOINT
 from ..core.params_cli import add_params_args, params_of
 
 HELP = "fine-tune the base encoder on mined negatives; save the model and the dataset's embeddings"
@@ -23,7 +24,8 @@ def _derived(args: argparse.Namespace) -> Found:
     same = args.resume and checkpoint and Path(args.resume).resolve() == Path(checkpoint).resolve()
     base = base_model_input(args)
     inputs = {**base.inputs, **({"--resume": [(Path(args.resume), FILE)]} if args.resume and not same else {})}
-    return Found(inputs=inputs, outputs={"--checkpoint": (Path(checkpoint), FILE)} if checkpoint else {})
+    return Found(inputs=inputs, outputs={"--checkpoint": (Path(checkpoint), FILE)} if checkpoint else {},
+                 kinds={"--checkpoint": CHECKPOINT} if checkpoint else {})
 
 
 PATHS = Paths(inputs={"--dataset": FOLDER, "--negatives": FILE, "--base-embeddings": FOLDER},

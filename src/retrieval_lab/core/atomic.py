@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import InputError
+from .kinds import check_kind
 
 HOLD_ENV = "RETRIEVAL_LAB_HOLD_BEFORE_RENAME"  # seconds to wait, output complete, before renaming
 HOLD_BETWEEN_ENV = "RETRIEVAL_LAB_HOLD_BETWEEN_RENAMES"  # seconds to wait after a set's first rename (crash tests)
@@ -262,17 +263,25 @@ def _replace(tmp: Path, target: Path) -> None:
     shutil.rmtree(box, ignore_errors=True)
 
 
+def _check_kind(target: Path, kind: str | None) -> None:
+    if kind is not None:  # None: a file inside a folder output being built, or a caller that checked it itself
+        check_kind(target, kind)
+
+
 @contextlib.contextmanager
-def atomic_path(target: PathArg, is_dir: bool = False) -> Iterator[Path]:
+def atomic_path(target: PathArg, is_dir: bool = False, kind: str | None = None) -> Iterator[Path]:
     """Yield a temporary path next to ``target``; rename it onto ``target`` if the block succeeds.
 
-    Refuses (InputError) to replace anything :func:`check_replaceable` refuses; a folder output gets
+    Refuses (InputError) to replace anything :func:`check_replaceable` refuses, and, for a file output of
+    ``kind`` (:mod:`core.kinds`), an existing file of another kind, before and again at the rename (the
+    writers' callers check it first with a message naming their option); a folder output gets
     :data:`MARKER`, listing every file it holds. The output's mode follows the umask. An OSError names
     ``target``, never the temporary. Temporaries and set-aside old outputs of a killed run are removed
     (only folders of :func:`_box`'s making). The temporary has ``target``'s own name, inside its box.
     """
     target = Path(target)
     check_replaceable(target, is_dir)
+    _check_kind(target, kind)
     box = tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -291,6 +300,7 @@ def atomic_path(target: PathArg, is_dir: bool = False) -> Iterator[Path]:
             (tmp / MARKER).write_text(manifest_text(tmp), encoding="utf-8")
         os.chmod(tmp, (0o777 if is_dir else 0o666) & ~_umask())
         check_replaceable(target, is_dir)  # something may have appeared there while the stage ran
+        _check_kind(target, kind)
         _replace(tmp, target)
         REPLACED.append(str(target))
         _sweep(target, OLD_TAG)  # only now: until a new output stands, the set-aside one is the last copy
@@ -341,19 +351,23 @@ def check_whole(path: PathArg) -> None:
 
 
 @contextlib.contextmanager
-def atomic_set(targets: list[PathArg], folder: PathArg) -> Iterator[list[Path]]:
+def atomic_set(targets: list[PathArg], folder: PathArg,
+               kinds: dict[Path, str] | None = None) -> Iterator[list[Path]]:
     """Temporaries for several file outputs replaced together: every one complete before the first rename,
     and a record (:data:`REPLACING`, in ``folder``) from the first rename to the last, so that a run killed
     between two renames leaves a set that is detectably half-replaced, and that the next :func:`finish_set`
     (the next run: :func:`atomic_set` calls it first) completes. Each output replaces only what
-    :func:`check_replaceable` allows; an exception before the first rename leaves every old output as it was.
+    :func:`check_replaceable` allows (and, for those ``kinds`` names, only a file of its kind); an exception
+    before the first rename leaves every old output as it was.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     finish_set(folder)
     targets = [Path(t) for t in targets]
+    kinds = {Path(t): k for t, k in (kinds or {}).items()}
     for target in targets:
         check_replaceable(target)
+        _check_kind(target, kinds.get(target))
     boxes: list[Path] = []
     pending: list[tuple[Path, Path]] = []
     recorded = False
@@ -371,6 +385,7 @@ def atomic_set(targets: list[PathArg], folder: PathArg) -> Iterator[list[Path]]:
         for target, tmp in pending:
             os.chmod(tmp, 0o666 & ~_umask())
             check_replaceable(target)
+            _check_kind(target, kinds.get(target))
         lines = "".join(f"{os.path.relpath(t, folder)}\t{os.path.relpath(m, folder)}\n" for t, m in pending)
         record, part = folder / REPLACING, folder / (REPLACING + ".part")
         part.write_text(REPLACING_TEXT + lines, encoding="utf-8")
@@ -395,10 +410,12 @@ def atomic_set(targets: list[PathArg], folder: PathArg) -> Iterator[list[Path]]:
                 shutil.rmtree(box, ignore_errors=True)
 
 
-def write_text(target: PathArg, text: str) -> None:
-    with atomic_path(target) as tmp:
+def write_text(target: PathArg, text: str, kind: str | None = None) -> None:
+    """``text`` at ``target``, atomically; ``kind``: the file's kind (:mod:`core.kinds`), for a file output
+    (a file inside a folder output being built has none to declare)."""
+    with atomic_path(target, kind=kind) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_json(target: PathArg, obj, indent: int = 2) -> None:
-    write_text(target, json.dumps(obj, indent=indent, sort_keys=False, ensure_ascii=False) + "\n")
+def write_json(target: PathArg, obj, indent: int = 2, kind: str | None = None) -> None:
+    write_text(target, json.dumps(obj, indent=indent, sort_keys=False, ensure_ascii=False) + "\n", kind)

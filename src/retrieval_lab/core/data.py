@@ -456,13 +456,13 @@ def write_qrels(path: str | Path, qrels: Qrels) -> None:
     """BEIR tsv with header, rows in query then document order as given.
 
     Refused, nothing written (:class:`InputError`): a grade that is not an integer, an id a qrels file
-    cannot carry, and a ``path`` that would replace an input: qrels never lie inside a BEIR folder (one
-    holding corpus.jsonl and queries.jsonl: its judgments are its own) and replace only earlier qrels or a
-    file no reader of this library takes (never a corpus, queries or a run) — :func:`guard.library_output`.
+    cannot carry, and a ``path`` that would replace what this writer did not write: qrels never lie inside a
+    BEIR folder (one holding corpus.jsonl and queries.jsonl: its judgments are its own) and replace only earlier
+    qrels (never a corpus, queries, a run, a pool or a note) — :func:`guard.library_output`.
     """
     check_qrels(qrels)
-    library_output(path, "write_qrels", (QRELS,))
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+    library_output(path, "write_qrels", QRELS)
+    with atomic_path(path, kind=QRELS) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         fh.write("query-id\tcorpus-id\tscore\n")
         for qid, judged in qrels.items():
             fh.writelines(f"{qid}\t{did}\t{rel}\n" for did, rel in judged.items())

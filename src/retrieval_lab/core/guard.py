@@ -5,7 +5,9 @@ The rules, on real paths (links followed, the output's own last part both kept a
 
 * an output never is, contains or lies inside an input file or an input folder (a dataset, an
   embeddings folder, a model); a *root* input (``--repo``) may hold outputs, never be or lie in one;
-* a file output replaces only a regular file or a link; a folder output (replaced whole) only an
+* a file output replaces only a regular file or a link, and only one of the output's own kind
+  (:mod:`core.kinds`: a run replaces a run, a pool an unlabelled pool; never a note, a script, another
+  kind or a labelled pool); a folder output (replaced whole) only an
   empty folder or one whose :data:`atomic.MARKER` lists every file it holds; an *into* folder
   (files written into it, one by one) only the files its :data:`atomic.WRITTEN` lists;
 * no two outputs overlap; no output is the working folder or one above it; no parent is a file.
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from .atomic import _absolute, _exists, _not_working_folder, _within, check_into, check_replaceable
 from .errors import InputError
+from .kinds import BEIR_FILES, CORPUS, QRELS, QUERIES, RUN, beir_folder, check_kind, recognised  # noqa: F401
 
 FILE, FOLDER, ROOT, INTO = "file", "folder", "root", "into"
 INPUT_KINDS, OUTPUT_KINDS = (FILE, FOLDER, ROOT), (FILE, FOLDER, INTO)
@@ -35,6 +38,7 @@ class Found:
     inputs: dict[str, list[tuple[Path, str]]] = field(default_factory=dict)
     outputs: dict[str, tuple[Path, str]] = field(default_factory=dict)
     written: dict[str, tuple[str, ...]] = field(default_factory=dict)  # INTO flag -> the names written there
+    kinds: dict[str, str] = field(default_factory=dict)  # FILE output flag -> its kind (core.kinds)
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,9 @@ class Paths:
     """A command's declared paths: which options are inputs and outputs, and of what kind.
 
     ``inputs``/``outputs``: option (``--dataset``; a positional by its dest, e.g. ``qrels``) -> kind.
-    ``written``: per INTO output, the names written there. ``words``: string options that are not paths
+    ``written``: per INTO output, the names written there. ``kinds``: per FILE output, its kind
+    (:mod:`core.kinds`), or a function of the arguments giving it (``pool``: a pool, or qrels with
+    ``--merge``); an existing file of another kind is never replaced. ``words``: string options that are not paths
     (the generated test checks that every option is declared one way or the other). ``derive``: paths
     that follow from the arguments rather than sit in one (a default checkpoint, the base model of
     params.yaml, the per-query files a reports root offers).
@@ -53,11 +59,14 @@ class Paths:
     written: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     words: tuple[str, ...] = ()
     derive: Callable[[argparse.Namespace], Found] | None = None
+    kinds: Mapping[str, str | Callable[[argparse.Namespace], str]] = field(default_factory=dict)
 
     def __post_init__(self):
         assert all(k in INPUT_KINDS for k in self.inputs.values()), self.inputs
         assert all(k in OUTPUT_KINDS for k in self.outputs.values()), self.outputs
         assert set(self.written) <= {f for f, k in self.outputs.items() if k == INTO}, self.written
+        # every file output says what it writes: the guard replaces only a file of that kind
+        assert set(self.kinds) == {f for f, k in self.outputs.items() if k == FILE}, (self.kinds, self.outputs)
 
 
 def dest(option: str) -> str:
@@ -87,6 +96,9 @@ def found(paths: Paths, args: argparse.Namespace) -> Found:
         value = getattr(args, dest(option), None)
         if value is not None:
             out.outputs[option] = (Path(value), kind)
+            if kind == FILE:
+                file_kind = paths.kinds[option]
+                out.kinds[option] = file_kind(args) if callable(file_kind) else file_kind
     if paths.derive is not None:
         extra = paths.derive(args)
         for option, pairs in extra.inputs.items():
@@ -94,6 +106,7 @@ def found(paths: Paths, args: argparse.Namespace) -> Found:
                                                      for p, k in pairs)
         out.outputs.update(extra.outputs)
         out.written.update(extra.written)
+        out.kinds.update(extra.kinds)
     return out
 
 
@@ -135,6 +148,8 @@ def check(f: Found) -> None:
             check_into(path, f.written.get(option, ()), option)
         else:
             check_replaceable(path, kind == FOLDER, option)
+            if kind == FILE:
+                check_kind(path, f.kinds.get(option), option)
     for option, path in files.items():
         if option not in outputs:
             check_replaceable(path, False, option.split("/", 1)[0])
@@ -200,12 +215,14 @@ def guard(paths: Paths, args: argparse.Namespace) -> None:
 
 
 def check_paths(inputs: Mapping[str, Iterable | str | os.PathLike | None], *, files=None, folders=None, into=None,
-                written=None, kinds: Mapping[str, str] | None = None) -> None:
+                written=None, kinds: Mapping[str, str] | None = None,
+                file_kinds: Mapping[str, str] | None = None) -> None:
     """The guard for code that is not a command (scripts): plain mappings of option -> path(s).
 
     Inputs are files, or folders where they are folders on disk, unless ``kinds`` says otherwise.
+    ``file_kinds``: each file output's kind (:mod:`core.kinds`); one without replaces no existing file.
     """
-    f = Found(written={k: tuple(v) for k, v in (written or {}).items()})
+    f = Found(written={k: tuple(v) for k, v in (written or {}).items()}, kinds=dict(file_kinds or {}))
     for option, value in inputs.items():
         pairs = []
         for p in _paths(value):
@@ -224,77 +241,18 @@ def check_paths(inputs: Mapping[str, Iterable | str | os.PathLike | None], *, fi
 # A command declares its inputs (:class:`Paths`); ``rl.write_run(path, run)`` called from a notebook has none to
 # declare. What the library can know is what its readers take as an input: a BEIR folder (a folder holding
 # corpus.jsonl and queries.jsonl, gzipped or not), its files and its qrels, and the kind of an existing file
-# (its first line). Each writer checks its path against that before writing: :func:`library_output`.
-
-BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
-CORPUS, QUERIES, QRELS, RUN = "corpus", "queries", "qrels", "run"
-_KIND_TEXT = {CORPUS: "a BEIR corpus file", QUERIES: "a BEIR queries file", QRELS: "a qrels file",
-              RUN: "a TREC run", "jsonl": "a file of BEIR JSON lines (a corpus or queries)"}
-_SNIFF_BYTES = 1 << 16
+# (:mod:`core.kinds`). Each writer checks its path against that before writing: :func:`library_output`.
 
 
-def beir_folder(folder: Path) -> bool:
-    """A folder the BEIR reader takes for a dataset: it holds corpus.jsonl and queries.jsonl (or their .gz)."""
-    return all(any((folder / (name + gz)).is_file() for gz in ("", ".gz")) for name in BEIR_FILES)
-
-
-def _first_line(path: Path) -> str:
-    """The first non-empty line of a file (gzip read through), from its first 64 KiB; "" when unreadable."""
-    import gzip
-    import io
-    import zlib
-
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(_SNIFF_BYTES)
-    except OSError:
-        return ""
-    if head[:2] == b"\x1f\x8b":
-        stream, head = gzip.GzipFile(fileobj=io.BytesIO(head)), b""
-        try:
-            while len(head) < _SNIFF_BYTES and (chunk := stream.read(4096)):
-                head += chunk
-        except (OSError, EOFError, zlib.error):
-            pass  # the 64 KiB cut the stream: what came out of it is enough
-    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
-    return next((line for line in text.splitlines() if line.strip()), "")
-
-
-def recognised(path: Path) -> str | None:
-    """What this library's readers take the existing file at ``path`` for: :data:`CORPUS`, :data:`QUERIES`,
-    :data:`QRELS`, :data:`RUN`, "jsonl" (BEIR JSON lines), or None (nothing they read: a note, a report)."""
-    name = path.name.removesuffix(".gz")
-    if name in BEIR_FILES:
-        return CORPUS if name == "corpus.jsonl" else QUERIES
-    if path.parent.name == "qrels" and beir_folder(path.parent.parent):
-        return QRELS
-    line = _first_line(path)
-    if line.lstrip().startswith("{") and '"_id"' in line:
-        return "jsonl"
-    parts = line.split()
-    if parts[:2] == ["query-id", "corpus-id"]:
-        return QRELS
-    if len(parts) in (3, 4) and parts[-1].lstrip("+-").isdigit():
-        return QRELS  # BEIR rows (query, document, grade) or TREC's (query, 0, document, grade)
-    if len(parts) == 6:
-        try:
-            float(parts[4])
-        except ValueError:
-            return None
-        return RUN
-    return None
-
-
-def library_output(path, writer: str, replaces: tuple[str, ...] = (), is_dir: bool = False) -> None:
-    """Refuse (InputError, nothing written) an output of the library writer ``writer`` that would replace or
-    lie inside an input its readers recognise: it never lies inside a BEIR folder, and replaces an existing
-    file only when it is of a kind in ``replaces`` or of no kind a reader takes (a file or folder output
-    replaces only what :func:`atomic.check_replaceable` allows, too).
+def library_output(path, writer: str, kind: str | None = None, is_dir: bool = False) -> None:
+    """Refuse (InputError, nothing written) an output of the library writer ``writer`` that would lie inside a
+    BEIR folder, or replace what :func:`atomic.check_replaceable` refuses, or (a file output of ``kind``) an
+    existing file of another kind or of none (:func:`kinds.check_kind`: a run replaces only a run, ...).
 
     Writes inside one of the library's own temporary folders (a folder output being built) are the
     writer's own and pass.
     """
-    from .atomic import _absolute, _exists, _ours, check_replaceable
+    from .atomic import _absolute, _ours, check_replaceable
 
     target = _absolute(path)
     if any(_ours(parent) for parent in target.parents):
@@ -304,10 +262,5 @@ def library_output(path, writer: str, replaces: tuple[str, ...] = (), is_dir: bo
             raise InputError(f"lies inside the BEIR folder {parent} (it holds {' and '.join(BEIR_FILES)}); "
                              f"{writer} never writes into a dataset", str(path), field="path")
     check_replaceable(path, is_dir, "path")
-    if is_dir or target.is_symlink() or not _exists(target) or target.is_dir():
-        return  # a link is replaced, not what it points to; a folder or a new name replaces no input file
-    kind = recognised(target)
-    if kind is not None and kind not in replaces:
-        allowed = "".join(f"{_KIND_TEXT[k]} or " for k in replaces)
-        raise InputError(f"is {_KIND_TEXT[kind]}, an input this library reads; {writer} replaces only {allowed}"
-                         "a file no reader takes", str(path), field="path")
+    if not is_dir:
+        check_kind(path, kind, "path", writer)

@@ -15,12 +15,12 @@ from pathlib import Path
 from ..core.atomic import atomic_path
 from ..core.data import Qrels
 from ..core.errors import InputError
-from ..core.guard import QRELS, library_output
+from ..core.guard import library_output
+from ..core.kinds import PROVENANCE, PROVENANCE_COLUMNS, QRELS  # the provenance header: its signature
 from ..judgment_pool import Labels, merge
 from .store import Pair, State
 
 FORMATS = ("beir", "trec")
-PROVENANCE_COLUMNS = ("query-id", "corpus-id", "score", "decided-by", "assessor", "kind", "label", "time")
 
 
 @dataclass(frozen=True)
@@ -89,8 +89,8 @@ def write_qrels_file(path: str | Path, qrels: Qrels, fmt: str) -> None:
     """BEIR (``query-id corpus-id score`` with its header, tab-separated) or TREC (``qid 0 docid rel``)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r} (choices: {', '.join(FORMATS)})", field="--format")
-    library_output(path, "write_qrels_file", (QRELS,))  # never over a corpus, queries or a run; never in a BEIR folder
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+    library_output(path, "write_qrels_file", QRELS)  # over earlier qrels only (never the pool); never in a BEIR folder
+    with atomic_path(path, kind=QRELS) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as fh:
         if fmt == "beir":
             fh.write("query-id\tcorpus-id\tscore\n")
             for qid, judged in qrels.items():
@@ -116,7 +116,7 @@ def provenance_rows(final: Final, state: State) -> list[tuple[str, ...]]:
 
 
 def write_provenance(path: str | Path, rows: list[tuple[str, ...]]) -> None:
-    library_output(path, "write_provenance")
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+    library_output(path, "write_provenance", PROVENANCE)
+    with atomic_path(path, kind=PROVENANCE) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as fh:
         fh.write("\t".join(PROVENANCE_COLUMNS) + "\n")
         fh.writelines("\t".join(row) + "\n" for row in rows)

@@ -37,6 +37,7 @@ from urllib.parse import quote
 
 from ..core.atomic import atomic_path
 from ..core.errors import InputError
+from ..core.kinds import JUDGMENTS
 from .pool_file import Pool
 
 FORMAT = "retrieval-lab judgments"
@@ -354,7 +355,7 @@ def _rows(con: sqlite3.Connection) -> tuple[Judgment, ...]:
 def create_store(path: str | Path, pool: Pool, labels: LabelRange) -> None:
     """A new database for ``pool``, made beside ``path`` and renamed into place whole (never half a schema)."""
     path = Path(path)
-    with atomic_path(path) as tmp:
+    with atomic_path(path, kind=JUDGMENTS) as tmp:
         con = sqlite3.connect(tmp, isolation_level=None)
         try:
             con.execute("PRAGMA journal_mode = WAL")  # kept in the file: every later connection uses it
@@ -368,6 +369,23 @@ def create_store(path: str | Path, pool: Pool, labels: LabelRange) -> None:
                                 [(i, q, d) for i, (q, d) in enumerate(pool.pairs)])
         finally:
             con.close()
+
+
+def recorded_pool(path: str | Path) -> str | None:
+    """The pool path a judgments database records (``meta.pool``, as given when it was made), or None where
+    there is no readable database: what ``judge --export`` must never write over."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:  # immutable: no lock, no -wal or -shm made beside it; meta is written once, when the database is made
+        con = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1", uri=True)
+        try:
+            row = con.execute("SELECT value FROM meta WHERE key = 'pool'").fetchone()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
+    return row[0] if row and isinstance(row[0], str) and row[0] else None
 
 
 def open_store(path: str | Path, pool: Pool | None = None, labels: LabelRange | None = None,

@@ -14,6 +14,7 @@ import torch
 
 from ..core.atomic import atomic_path
 from ..core.errors import InputError
+from ..core.kinds import CHECKPOINT
 from ..core.params_file import dotted_items
 from .batching import examples_digest
 from .data import TrainingData
@@ -82,7 +83,7 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(path: str | Path, state: dict) -> None:
-    with atomic_path(path) as tmp:
+    with atomic_path(path, kind=CHECKPOINT) as tmp:  # replaces only an earlier checkpoint
         torch.save(state, tmp)
 
 
