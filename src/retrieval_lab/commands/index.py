@@ -3,7 +3,7 @@ from __future__ import annotations
 import argparse
 
 from ..core.guard import FOLDER, Paths
-from ..core.params_cli import add_params_args, params_of
+from ..core.params_cli import add_params_args, add_shard_args, params_of, shard_overrides
 
 HELP = ("build a lexical retriever's index of a BEIR corpus once, read in one pass (bm25: compact postings, "
         "memory-mapped by retrieve --corpus)")
@@ -13,7 +13,10 @@ PATHS = Paths(inputs={"--dataset": FOLDER}, outputs={"--output": FOLDER}, words=
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retriever", required=True, help="retriever name (bm25)")
     parser.add_argument("--dataset", required=True, help="BEIR folder whose corpus.jsonl (or .gz) is indexed")
-    parser.add_argument("--output", required=True, help="index folder to write (replaced whole)")
+    parser.add_argument("--output", required=True, help="index folder to write (replaced whole); with bm25.shards "
+                        "S > 1 a folder of S shard indexes, each built by a task of a Dask cluster, which retrieve "
+                        "--corpus searches there (the same run)")
+    add_shard_args(parser)
     add_params_args(parser)
 
 
@@ -26,13 +29,16 @@ def run(args: argparse.Namespace) -> int:
     from ..core.data import LEXICAL_MISS, corpus_file, iter_corpus
     from ..core.errors import InputError
 
-    params = params_of(args)
     cls = retrievers.get(args.retriever)  # an unknown name is refused with the registry's choices
     if args.retriever not in retrievers.INDEXED:
         raise InputError(f"{args.retriever} has no index on disk (indexed: {', '.join(retrievers.INDEXED)})",
                          field="--retriever")
+    args.overrides = [*args.overrides, *shard_overrides(args, args.retriever)]
+    params = params_of(args)
     fields = params.retrieve.fields
     source = corpus_file(args.dataset)
+    if getattr(params, args.retriever).shards > 1:
+        return _sharded(args, cls, params, source)
     empty: list[str] = []
 
     def items():
@@ -51,5 +57,27 @@ def run(args: argparse.Namespace) -> int:
               f"{LEXICAL_MISS}")
     size = sum(p.stat().st_size for p in Path(args.output).iterdir()) / 2**20
     print(f"index {args.retriever}: {len(index.doc_ids)} documents, {len(index.terms)} terms, {len(index.docs)} "
+          f"postings, {size:.1f} MiB, {time.perf_counter() - start:.1f}s -> {args.output}")
+    return 0
+
+
+def _sharded(args, cls, params, source) -> int:
+    """bm25.shards > 1: the shards' indexes built by tasks of a Dask cluster, a progress line per shard."""
+    import time
+    from pathlib import Path
+
+    from ..core.atomic import atomic_path
+    from ..core.data import LEXICAL_MISS
+
+    start = time.perf_counter()
+    with atomic_path(args.output, is_dir=True) as tmp:
+        report = cls.build_sharded_index(source, Path(tmp), params,
+                                         lambda line: print(f"index {args.retriever}: {line}", flush=True))
+    if report.empty:
+        shown = ", ".join(report.empty[:5]) + (", ..." if len(report.empty) > 5 else "")
+        print(f"index {args.retriever}: {len(report.empty)} documents with no text in "
+              f"{'+'.join(params.retrieve.fields)} ({shown}): {LEXICAL_MISS}")
+    size = sum(p.stat().st_size for p in Path(args.output).rglob("*") if p.is_file()) / 2**20
+    print(f"index {args.retriever}: {report.documents} documents in {len(report.shards)} shards, {report.postings} "
           f"postings, {size:.1f} MiB, {time.perf_counter() - start:.1f}s -> {args.output}")
     return 0

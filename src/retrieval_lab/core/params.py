@@ -110,6 +110,11 @@ class BM25Params(Section):
     k1: float = param(1.2, NON_NEGATIVE)
     b: float = param(0.75, UNIT)
     workers: int = param(1, POSITIVE)  # processes that split the queries (forked); the run is the same bytes
+    # contiguous document shards, each indexed and searched as a task of a Dask cluster (retrievers/bm25_sharded.py);
+    # 1: one index in this process. The run is the same bytes for any count
+    shards: int = param(1, POSITIVE)
+    # with shards > 1: the Dask scheduler's address (tcp://HOST:8786); null: a LocalCluster on this machine
+    scheduler: str | None = param(None, rules.SCHEDULER)
 
 
 @dataclass(frozen=True)
