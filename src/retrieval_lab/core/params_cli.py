@@ -24,7 +24,7 @@ def params_of(args: argparse.Namespace) -> Params:
 
 
 # retrievers whose params section has shards and scheduler (a sharded run on Dask: core/cluster.py)
-SHARDED = ("bm25",)
+SHARDED = ("bm25", "dense")
 
 
 def add_shard_args(parser) -> None:
