@@ -46,7 +46,7 @@ def dask_cluster():
     import dask
 
     with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                            worker_dashboard_address=None)
     with cluster, distributed.Client(cluster, set_as_default=False) as client:
         yield cluster.scheduler_address, client

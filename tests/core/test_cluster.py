@@ -20,7 +20,7 @@ def test_spans_cut_contiguous_parts_the_larger_first():
 def test_a_scheduler_without_any_worker_is_refused_in_one_line(monkeypatch):
     distributed = pytest.importorskip("distributed")
     monkeypatch.setattr(cluster, "WORKER_WAIT_SECONDS", 1)
-    with distributed.LocalCluster(n_workers=0, dashboard_address=None) as empty:
+    with distributed.LocalCluster(n_workers=0, dashboard_address=":0") as empty:
         with pytest.raises(InputError) as err, cluster.client_for(empty.scheduler_address, 2, "dense.scheduler"):
             pass
     assert str(err.value) == (f"field 'dense.scheduler': the Dask scheduler at {empty.scheduler_address} has no "

@@ -146,9 +146,10 @@ def test_the_sharded_commands_write_the_single_index_run_byte_for_byte(tmp_path,
         assert sorted(re.findall(rf"shard-(\d+) {verb} \(\d of 3", out)) == ["00000", "00001", "00002"], out
     timing = json.loads((tmp_path / "t.json").read_text())
     assert len(timing["seconds"]) == 31 and "over 3 shards" in timing["summary"]["scope"]
-    # retrieve --dataset: each shard's texts sent to a task, indexed in memory
+    # retrieve --dataset: each shard's texts sent to a task, indexed in memory; no scheduler: the command starts a
+    # LocalCluster of its own, and stops it
     assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "2.trec"),
-                                    "--shards", "2", "--scheduler", address]) == 0
+                                    "--shards", "2"]) == 0
     assert (tmp_path / "2.trec").read_bytes() == expected
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from retrieval_lab.retrievers.dense import build_index
-from retrieval_lab.retrievers.dense_sharded import index_shard, merge_top, search_shard
+from retrieval_lab.retrievers.dense_sharded import aligned_spans, index_shard, merge_top, search_shard
 
 pytest.importorskip("distributed")
 pytest_plugins = ["dask_fixtures"]  # dask_cluster: a LocalCluster of 2 workers
@@ -37,12 +37,31 @@ def test_merge_keeps_the_k_best_by_score_then_row_and_puts_missing_entries_last(
     assert scores.tolist() == np.array([[0.9, 0.5, 0.5], [0.7, 0.3, 0.1]], np.float32).tolist()
 
 
-def test_sharded_flat_writes_one_flat_index_run_byte_for_byte(tmp_path, dask_cluster, capsys):
+@pytest.fixture
+def one_thread():
+    """FAISS (and its BLAS) on one thread in this process, as in a LocalCluster's worker: the condition of a bit for
+    bit equal Flat (several threads split the products otherwise)."""
+    import faiss
+
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(threads)
+
+
+def test_shards_are_cut_at_faiss_blocks_of_1024_vectors():
+    assert aligned_spans(2600, 3) == [(0, 1024), (1024, 2048), (2048, 2600)]
+    assert aligned_spans(200_000, 2) == [(0, 100_352), (100_352, 200_000)]  # 196 blocks, 98 each
+    assert aligned_spans(700, 3) == [(0, 700)]  # one block: one shard
+    assert aligned_spans(0, 2) == []
+
+
+def test_sharded_flat_writes_one_flat_index_run_byte_for_byte(tmp_path, dask_cluster, one_thread, capsys):
     from command_runner import run_command
 
     address, _ = dask_cluster
     rng = np.random.default_rng(55)
-    emb = _embeddings(tmp_path / "emb", _unit(rng, 700, 48), _unit(rng, 45, 48))  # 45 queries: FAISS's BLAS path
+    emb = _embeddings(tmp_path / "emb", _unit(rng, 2600, 48), _unit(rng, 45, 48))  # 3 blocks of FAISS's 1,024
     argv = ["--retriever", "dense", "--embeddings", str(emb), "--depth", "30"]
     assert run_command("retrieve", [*argv, "--output", str(tmp_path / "one.trec")]) == 0
     capsys.readouterr()
@@ -56,13 +75,13 @@ def test_sharded_flat_writes_one_flat_index_run_byte_for_byte(tmp_path, dask_clu
     # the timing pass searches one query at a time (FAISS's other path): its run would be the same too
     single = build_index(np.load(emb / "doc_embeddings.npy"))
     query = np.load(emb / "query_embeddings.npy")[:1]
-    shards = [index_shard(np.load(emb / "doc_embeddings.npy")[a:b], a, "Flat", 0) for a, b in ((0, 234), (234, 700))]
+    shards = [index_shard(np.load(emb / "doc_embeddings.npy")[a:b], a, "Flat", 0) for a, b in ((0, 1024), (1024, 2600))]
     merged = merge_top([search_shard(s, query, 30) for s in shards], 30)
     scores, rows = single.search(query, 30)
     assert merged[0].tobytes() == scores.tobytes() and merged[1].tolist() == rows.tolist()
 
 
-def test_at_a_cut_through_equal_scores_both_keep_the_same_scores_rank_for_rank():
+def test_at_a_cut_through_equal_scores_both_keep_the_same_scores_rank_for_rank(one_thread):
     """Documents 10-14 are one vector: a query equal to it scores them all 1.0, and a cut at 3 keeps three of them.
     One index keeps those its heap met in its own order, the merge the lowest rows: the same scores, rank for rank."""
     rng = np.random.default_rng(7)

@@ -62,7 +62,7 @@ def client_for(scheduler: str | None, shards: int, field: str) -> Iterator[Any]:
     distributed = _distributed(field)
     if scheduler is None:
         with distributed.LocalCluster(n_workers=local_workers(shards), threads_per_worker=1, processes=True,
-                                      dashboard_address=None, worker_dashboard_address=None,
+                                      dashboard_address=":0", worker_dashboard_address=None,
                                       silence_logs=logging.CRITICAL) as cluster, \
                 distributed.Client(cluster, set_as_default=False) as client:
             yield client

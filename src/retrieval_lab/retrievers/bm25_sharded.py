@@ -331,11 +331,11 @@ class ShardedBM25:
     def from_corpus(cls, corpus: dict, params: Params, progress: Progress = None) -> ShardedBM25:
         """``bm25.shards`` contiguous parts of ``corpus`` ({id: Doc}, in collection order), each sent to a task
         that indexes it in memory."""
+        from ..core.cluster import spans
+
         fields = list(params.retrieve.fields)
         docs = list(corpus.values())
-        shards = params.bm25.shards
-        sizes = [len(docs) // shards + (1 if s < len(docs) % shards else 0) for s in range(shards)]
-        parts = [[(d.id, d.content(fields)) for d in docs[sum(sizes[:s]):sum(sizes[:s + 1])]] for s in range(shards)]
+        parts = [[(d.id, d.content(fields)) for d in docs[a:b]] for a, b in spans(len(docs), params.bm25.shards)]
         return cls._start(params, parts, [d.id for d in docs], progress,
                           lambda client, k, items: client.submit(build_memory_shard, items, params.tokenizer, fields,
                                                                  key=_key("bm25-build", k)), "indexed")

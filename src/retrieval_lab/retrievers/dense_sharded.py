@@ -1,17 +1,19 @@
 """Dense retrieval over document shards held by the workers of a Dask cluster (``dense.shards`` > 1), on CPUs.
 
-The document vectors are cut into ``dense.shards`` contiguous row ranges; each is read (memory-mapped from the
-embeddings folder, or sent with the task) and indexed with ``dense.faiss_factory`` by one task, and the index
-stays on its worker. A query chunk is searched on every shard, each returning its top k (scores and global rows),
+The document vectors are cut into ``dense.shards`` contiguous row ranges (at most: whole blocks of 1,024 vectors
+each, below); each is read (memory-mapped from the embeddings folder, or sent with the task) and indexed with
+``dense.faiss_factory`` by one task, and the index stays on its worker. A query chunk is searched on every shard, each returning its top k (scores and global rows),
 and the client keeps the k best of all (:func:`merge_top`).
 
-With ``Flat`` (exact inner product) the merged top k is one Flat index's, rank for rank, bit for bit: a score is
-the same dot product whatever the shard (FAISS makes the same call, BLAS or not, for the same number of queries,
-and the shards see the queries in the same chunks). One exception: where the cut at k falls among documents of
-equal score, one index keeps those FAISS's heap met in an order of its own, the merge those of the lowest rows
-(each shard having kept its own FAISS's choice): the same scores at every rank, perhaps other documents among the
-tied ones at the cut (tests/retrievers/test_dense_sharded.py shows both). With an approximate factory (HNSW, IVF)
-each shard has its own graph or lists, trained on its own vectors: recall against Flat is what
+With ``Flat`` (exact inner product) the merged top k is one Flat index's, rank for rank and bit for bit, when both
+compute on one thread (a LocalCluster's workers have one; ``dask worker --nthreads 1``; OMP_NUM_THREADS=1 for the
+one index): the shards are cut at multiples of FAISS's block of 1,024 vectors (:func:`aligned_spans`), so that a
+shard's dot products are the very calls one index makes over the same rows (cut elsewhere, or on several threads,
+FAISS splits the products otherwise and a score can move in its last bit: docs/scale.md). One exception: where the
+cut at k falls among documents of equal score (duplicates), one index keeps those its heap met in an order of its
+own, the merge those of the lowest rows: the same scores at every rank, perhaps other documents among the tied
+ones at the cut (tests/retrievers/test_dense_sharded.py shows both). With an approximate factory (HNSW, IVF) each
+shard has its own graph or lists, trained on its own vectors: recall against Flat is what
 ``scripts/bench_dense_sharded.py`` measures (docs/scale.md).
 """
 
@@ -27,6 +29,19 @@ from ..core.cluster import Progress
 from ..core.errors import InputError
 from ..core.params import Params
 from .dense import DenseRetriever, build_index
+
+
+def aligned_spans(n: int, shards: int) -> list[tuple[int, int]]:
+    """[start, end) of at most ``shards`` contiguous, non-empty parts of ``n`` rows, cut at multiples of FAISS's
+    block of vectors (``distance_compute_blas_database_bs``, 1,024): whole blocks spread as evenly as they go, the
+    last part ending at ``n``. Fewer parts than ``shards`` when ``n`` holds fewer blocks."""
+    import faiss
+
+    from ..core.cluster import spans
+
+    block = int(faiss.cvar.distance_compute_blas_database_bs)
+    blocks = -(-n // block)  # ceil
+    return [(a * block, min(b * block, n)) for a, b in spans(blocks, shards) if b > a]
 
 
 class DenseShard:
@@ -184,7 +199,7 @@ class ShardedDense(DenseRetriever):
         resources, client = connected or cls._connect(params)
         try:
             shards = [submit(client, k, span)
-                      for k, span in enumerate(cluster.spans(len(embeddings.doc_ids), params.dense.shards))]
+                      for k, span in enumerate(aligned_spans(len(embeddings.doc_ids), params.dense.shards))]
             cluster.wait_each(shards, progress, verb)
         except BaseException:
             resources.close()
