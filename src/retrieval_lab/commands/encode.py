@@ -7,7 +7,7 @@ from ..core.params import base_model
 from ..core.params_cli import add_params_args, add_shard_args, params_of, shard_overrides
 
 HELP = "encode a BEIR folder's documents and queries with a dense model into an embeddings folder"
-PATHS = Paths(inputs={"--dataset": FOLDER, "--model": FILE}, outputs={"--output": FOLDER},
+PATHS = Paths(inputs={"--dataset": FOLDER, "--model": FILE}, outputs={"--output": FOLDER}, words=("--scheduler",),
               derive=lambda args: Found() if args.model else base_model_input(args))
 
 

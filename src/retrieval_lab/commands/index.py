@@ -7,7 +7,7 @@ from ..core.params_cli import add_params_args, add_shard_args, params_of, shard_
 
 HELP = ("build a lexical retriever's index of a BEIR corpus once, read in one pass (bm25: compact postings, "
         "memory-mapped by retrieve --corpus)")
-PATHS = Paths(inputs={"--dataset": FOLDER}, outputs={"--output": FOLDER}, words=("--retriever",))
+PATHS = Paths(inputs={"--dataset": FOLDER}, outputs={"--output": FOLDER}, words=("--retriever", "--scheduler"))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     fields = params.retrieve.fields
     source = corpus_file(args.dataset)
     if getattr(params, args.retriever).shards > 1:
-        return _sharded(args, cls, params, source)
+        return _sharded(args, retrievers.sharded(args.retriever), params, source)
     empty: list[str] = []
 
     def items():
@@ -61,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sharded(args, cls, params, source) -> int:
-    """bm25.shards > 1: the shards' indexes built by tasks of a Dask cluster, a progress line per shard."""
+def _sharded(args, sharded, params, source) -> int:
+    """bm25.shards > 1: the shards' indexes built by tasks of a Dask cluster (``sharded``: the registry's class that
+    runs the retriever in shards), a progress line per shard."""
     import time
     from pathlib import Path
 
@@ -71,8 +72,8 @@ def _sharded(args, cls, params, source) -> int:
 
     start = time.perf_counter()
     with atomic_path(args.output, is_dir=True) as tmp:
-        report = cls.build_sharded_index(source, Path(tmp), params,
-                                         lambda line: print(f"index {args.retriever}: {line}", flush=True))
+        report = sharded.build_index_from(source, Path(tmp), params,
+                                          lambda line: print(f"index {args.retriever}: {line}", flush=True))
     if report.empty:
         shown = ", ".join(report.empty[:5]) + (", ..." if len(report.empty) > 5 else "")
         print(f"index {args.retriever}: {len(report.empty)} documents with no text in "

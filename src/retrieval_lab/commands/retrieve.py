@@ -22,7 +22,7 @@ def _derived(args: argparse.Namespace) -> Found:
 
 
 PATHS = Paths(inputs={"--dataset": FOLDER, "--embeddings": FOLDER, "--corpus": FOLDER}, outputs={"--output": FILE, "--timing": FILE},
-              words=("--retriever", "--split", "--external"), derive=_derived)
+              words=("--retriever", "--split", "--external", "--scheduler"), derive=_derived)
 
 
 
@@ -75,12 +75,19 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, resources)
 
 
-def _progress(args, params) -> dict:
-    """``progress=``, a line per shard done, for a retriever whose params ask for shards; nothing otherwise."""
-    section = getattr(params, args.retriever, None)
-    if getattr(section, "shards", 1) == 1:
-        return {}
-    return {"progress": lambda line: print(f"retrieve {args.retriever}: {line}", flush=True)}
+def _progress(args):
+    return lambda line: print(f"retrieve {args.retriever}: {line}", flush=True)  # a line per shard done
+
+
+def _built_by(args, params, cls):
+    """``(class, extra arguments)`` that build the retriever from its inputs: the registry's sharded class with a
+    progress line per shard when the params ask for shards (``<retriever>.shards`` > 1), ``cls`` otherwise."""
+    from .. import retrievers
+
+    sharded = retrievers.sharded(args.retriever)
+    if sharded is None or getattr(params, args.retriever).shards == 1:
+        return cls, {}
+    return sharded, {"progress": _progress(args)}
 
 
 def _run(args: argparse.Namespace, resources) -> int:
@@ -122,7 +129,8 @@ def _run(args: argparse.Namespace, resources) -> int:
                 print(f"retrieve {args.retriever}: {note}")
         if args.retriever == "external":
             return _external(args, cls, params, dataset, depth, start)
-        retriever = cls.from_inputs(params, dataset=dataset, embeddings=args.embeddings, **_progress(args, params))
+        builder, extra = _built_by(args, params, cls)
+        retriever = builder.from_inputs(params, dataset=dataset, embeddings=args.embeddings, **extra)
         if hasattr(retriever, "close"):  # sharded: leave the cluster when done
             resources.callback(retriever.close)
         queries = _queries(args, dataset, retriever)
@@ -204,8 +212,11 @@ def _from_index(args, params, resources):
                          "its --corpus can only be --dataset", str(args.corpus), field="--corpus")
     if not args.dataset:
         raise InputError("--corpus needs --dataset: the BEIR folder whose queries are run", field="--dataset")
-    progress = lambda line: print(f"retrieve {args.retriever}: {line}", flush=True)
-    retriever = retrievers.get(args.retriever).from_index_folder(args.corpus, params, progress=progress)
+    sharded = retrievers.sharded(args.retriever)
+    if sharded is not None and sharded.is_index(args.corpus):  # index with shards: searched where they are loaded
+        retriever = sharded.from_index_folder(args.corpus, params, progress=_progress(args))
+    else:
+        retriever = retrievers.get(args.retriever).from_index_folder(args.corpus, params)
     if hasattr(retriever, "close"):
         resources.callback(retriever.close)
     dataset = load_dataset(args.dataset, [args.split] if args.split else None, doc_ids=retriever.doc_ids)

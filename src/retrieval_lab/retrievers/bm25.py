@@ -463,14 +463,9 @@ class BM25Retriever:
         return cls(None, index.tokenizer, params, index.fields, index=index)
 
     @classmethod
-    def from_index_folder(cls, folder: str | Path, params: Params, progress=None) -> BM25Retriever:
+    def from_index_folder(cls, folder: str | Path, params: Params) -> BM25Retriever:
         """A saved index (memory-mapped), refused when it was built with other tokenizer params or fields: it would
-        give another run (k1 and b apply at search time: any value serves). A sharded index (``index`` with
-        bm25.shards > 1) is searched on Dask: ``bm25_sharded.ShardedBM25``, the same run."""
-        from . import bm25_sharded
-
-        if bm25_sharded.is_sharded(folder):
-            return bm25_sharded.ShardedBM25.open(folder, params, progress)
+        give another run (k1 and b apply at search time: any value serves)."""
         index = BM25Index.load(folder)
         meta = str(Path(folder) / "index.json")
         if index.tokenizer != params.tokenizer:
@@ -486,21 +481,10 @@ class BM25Retriever:
         """Index (id, text) pairs read once into ``folder`` (an empty one)."""
         return build_in(folder, items, params.tokenizer, params.retrieve.fields)
 
-    @staticmethod
-    def build_sharded_index(source: Path, folder: Path, params: Params, progress=None):
-        """bm25.shards > 1: shard indexes of the corpus file ``source`` built by Dask tasks into ``folder``."""
-        from .bm25_sharded import write_sharded_index
-
-        return write_sharded_index(source, folder, params, progress)
-
     @classmethod
-    def from_inputs(cls, params: Params, dataset=None, embeddings=None, progress=None) -> BM25Retriever:
+    def from_inputs(cls, params: Params, dataset=None, embeddings=None) -> BM25Retriever:
         if dataset is None:
             raise InputError("bm25 reads a BEIR folder: give --dataset", field="--dataset")
-        if params.bm25.shards > 1:  # each shard indexed in memory by a Dask task: the same run
-            from .bm25_sharded import ShardedBM25
-
-            return ShardedBM25.from_corpus(dataset.corpus, params, progress)
         return cls(dataset.corpus, params.tokenizer, params.bm25, params.retrieve.fields)
 
     def scores(self, text: str) -> tuple[np.ndarray, np.ndarray]:

@@ -327,6 +327,28 @@ class ShardedBM25:
         return cls._start(params, [str(folder / e["folder"]) for e in manifest["shards"]], doc_ids, progress,
                           lambda client, k, path: client.submit(load_shard, path, key=_key("bm25-load", k)), "loaded")
 
+    @staticmethod
+    def is_index(folder: str | Path) -> bool:
+        """Whether ``folder`` is a sharded index (``index`` with bm25.shards > 1 wrote it)."""
+        return is_sharded(folder)
+
+    @classmethod
+    def from_index_folder(cls, folder: str | Path, params: Params, progress: Progress = None) -> ShardedBM25:
+        return cls.open(folder, params, progress)
+
+    @staticmethod
+    def build_index_from(source: str | Path, folder: str | Path, params: Params,
+                         progress: Progress = None) -> ShardedIndexReport:
+        """``index`` with bm25.shards > 1: :func:`write_sharded_index`."""
+        return write_sharded_index(source, folder, params, progress)
+
+    @classmethod
+    def from_inputs(cls, params: Params, dataset=None, embeddings=None, progress: Progress = None) -> ShardedBM25:
+        """``retrieve --dataset`` with bm25.shards > 1: :meth:`from_corpus` of the dataset's corpus."""
+        if dataset is None:
+            raise InputError("bm25 reads a BEIR folder: give --dataset", field="--dataset")
+        return cls.from_corpus(dataset.corpus, params, progress)
+
     @classmethod
     def from_corpus(cls, corpus: dict, params: Params, progress: Progress = None) -> ShardedBM25:
         """``bm25.shards`` contiguous parts of ``corpus`` ({id: Doc}, in collection order), each sent to a task

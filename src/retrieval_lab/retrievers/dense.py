@@ -63,13 +63,9 @@ class DenseRetriever:
         self._index = build_index(embeddings.doc_embeddings, params.faiss_factory, params.seed)
 
     @classmethod
-    def from_inputs(cls, params: Params, dataset=None, embeddings=None, progress=None) -> DenseRetriever:
-        """With ``dense.shards`` > 1 the documents' index is split over a Dask cluster's workers:
-        ``dense_sharded.ShardedDense``, the same run with Flat."""
+    def from_inputs(cls, params: Params, dataset=None, embeddings=None) -> DenseRetriever:
         from .. import encoder as enc
 
-        if params.dense.shards > 1:
-            return cls._sharded(params, dataset, embeddings, progress)
         if embeddings is not None:
             loaded = enc.load_embeddings(embeddings)
             if dataset is not None and set(loaded.doc_ids) != set(dataset.corpus):
@@ -82,17 +78,6 @@ class DenseRetriever:
         spec, where = base_model(params)
         model = enc.load(spec, params.dense.device, where)
         return cls(enc.embed_dataset(model, dataset, params.dense, params.retrieve.fields), params.dense, model)
-
-    @staticmethod
-    def _sharded(params: Params, dataset, embeddings, progress):
-        from .dense_sharded import ShardedDense
-
-        if embeddings is not None:
-            return ShardedDense.open(embeddings, params, dataset, progress)
-        if dataset is None:
-            raise InputError("dense reads an embeddings folder (--embeddings) or a BEIR folder (--dataset)",
-                             field="--embeddings")
-        return ShardedDense.encode_and_open(dataset, params, progress)
 
     def _top(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """([q, k] scores, [q, k] rows, -1 where an approximate index found fewer) of a chunk of queries."""

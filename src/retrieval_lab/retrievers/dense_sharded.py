@@ -128,6 +128,17 @@ class ShardedDense(DenseRetriever):
         self.client, self.shards, self._resources, self.progress = client, shards, resources, progress
 
     @classmethod
+    def from_inputs(cls, params: Params, dataset=None, embeddings=None, progress: Progress = None) -> ShardedDense:
+        """``retrieve`` with dense.shards > 1: the vectors of an embeddings folder (:meth:`open`), or a BEIR folder
+        encoded by the cluster's workers (:meth:`encode_and_open`)."""
+        if embeddings is not None:
+            return cls.open(embeddings, params, dataset, progress)
+        if dataset is None:
+            raise InputError("dense reads an embeddings folder (--embeddings) or a BEIR folder (--dataset)",
+                             field="--embeddings")
+        return cls.encode_and_open(dataset, params, progress)
+
+    @classmethod
     def open(cls, folder: str | Path, params: Params, dataset=None, progress: Progress = None) -> ShardedDense:
         """The document vectors of an embeddings folder, each shard's rows read by its task (memory-mapped: the
         folder must be on storage the workers share)."""
