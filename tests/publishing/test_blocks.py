@@ -90,7 +90,7 @@ def test_the_numbers_of_the_experiments_table_may_move_one_unit_of_their_last_di
 
 
 @pytest.mark.parametrize("text, said", [
-    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale, msmarco-peer, msmarco-quiet, sharded)"),
+    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale, msmarco-peer, msmarco-quiet, sharded, dense-sharded, scale-billion)"),
     ("<!-- BEGIN generated:headline -->\n", "x.md: generated:headline has no END marker"),
     ("a\n<!-- END generated:headline -->\n", "x.md:2: END generated:headline without its BEGIN"),
     ("<!-- BEGIN generated:headline -->\n<!-- END generated:headline -->\n" * 2, "x.md:3: generated:headline appears twice"),
@@ -167,3 +167,72 @@ def test_sharded_block_renders_per_shard_ranges_the_rates_and_the_model(tmp_path
     assert "16 shards of 552,613 build in about 27.6 minutes each" in text  # 3e-3 * 8841823 / 16 / 60
     assert "into about 0.03 GiB of index arrays each" in text  # 6e-5 * 8841823 / 16 / 1024
     assert "leave 112M entries for the client to merge, about 5.6 minutes" in text  # 3e-6 * 112e6 / 60
+
+
+def _dense_row(factory, setting, per_shard, merge=0.0, recall=1.0, **extra):
+    return {"factory": factory, "setting": setting, "shards": len(per_shard), "merge_seconds": merge,
+            "recall@100_vs_flat": recall, "per_shard": [
+                {"documents": d, "index_bytes": b, "build_seconds": s, "search_seconds": q, "worker_peak_mb": m}
+                for d, b, s, q, m in per_shard], **extra}
+
+
+DENSE = {"documents": 1000, "real_documents": 100, "dim": 384, "queries": 10, "depth": 100, "workers": 2,
+         "machine": {"cpu": "CPU", "usable_cores": 2, "date": "2026-12-05"},
+         "rows": [_dense_row("Flat", None, [(1000, 1536e3, 0.1, 0.05, 300.0)]),
+                  _dense_row("Flat", None, [(500, 768e3, 0.05, 0.02, 300.0), (500, 768e3, 0.05, 0.04, 310.0)],
+                             merge=0.0002, scores_identical_to_one_flat_index=True),
+                  _dense_row("HNSW32,SQ8", 256, [(1000, 640e3, 2.0, 0.01, 320.0)], recall=0.95),
+                  _dense_row("IVF1024,SQ8", 16, [(1000, 400e3, 1.0, 0.001, 330.0)], recall=0.9)]}
+
+
+def test_dense_sharded_block_renders_each_shard_the_merge_and_recall(tmp_path):
+    path = tmp_path / "dense-sharded.json"
+    path.write_text(json.dumps(DENSE))
+    text = blocks.dense_sharded_table(path)
+    # 10 queries in 0.02 and 0.04 s: 500 and 250 queries/s; 768e3 bytes for 500 vectors: 1,536 a vector
+    assert "| `Flat` | exact | 2 | 500 | 1,536 | 0.1 | 250 to 500 | 300 to 310 | 0.2 | 1.000 (scores identical) |" in text
+    assert "| `HNSW32,SQ8` | efSearch 256 | 1 | 1,000 | 640 | 2.0 | 1,000 | 320 | 0.0 | 0.950 |" in text
+    assert "| `IVF1024,SQ8` | nprobe 16 | 1 | 1,000 | 400 | 1.0 | 10,000 | 330 | 0.0 | 0.900 |" in text
+
+
+def test_the_billion_model_is_worked_from_the_per_shard_figures(tmp_path):
+    """Hand-worked: 10M passages a shard -> 100 shards; every figure below from the files written here."""
+    results = tmp_path / "bench-results"
+    results.mkdir()
+    scale = {"sizes": [1000, 10_000_000], "queries": 1000, "depth": 1000, "workers": 2,
+             "machine": {"usable_cores": 2},
+             "table": {"bm25_index": {"seconds": [1.0, 600.0], "peak_mb": [10.0, 3000.0]},
+                       "bm25_search": {"seconds": [1.0, 200.0], "peak_mb": [10.0, 4096.0]}},
+             "results": [{"ours": {"index": {"index_mb": 2048.0}}}]}
+    sharded = {"queries": 10, "depth": 100, "sharded": [{"shards": 2, "phases_seconds": {"merge": 0.004}}]}
+    faiss = {"documents": 1_000_000, "depth": 100, "machine": {"cpu_count": 2},
+             "rows": [{"factory": "Flat", "setting": None, "queries_per_second": 200.0, "build_seconds": 3.0},
+                      {"factory": "HNSW32,SQ8", "setting": 256, "queries_per_second": 2000.0, "build_seconds": 100.0},
+                      {"factory": "IVF4096,SQ8", "setting": 64, "queries_per_second": 1000.0, "build_seconds": 50.0}]}
+    encode = {"rows": [{"contender": "ours", "docs_per_s": 25.0}, {"contender": "st", "docs_per_s": 99.0}]}
+    for name, data in (("scale-msmarco-8.8m", scale), ("sharded", sharded), ("faiss-real", faiss),
+                       ("dense-sharded", DENSE), ("encode", encode)):
+        (results / f"{name}.json").write_text(json.dumps(data))
+    text = blocks.billion_table(tmp_path)
+    assert "**1,000,000,000 passages in 100 shards of 10,000,000**" in text
+    assert "| BM25 index build | 10.0 min | 10.0 min wall, 100 machines |" in text
+    assert "| BM25 index on disk | 2.00 GiB | 0.20 TiB |" in text  # 2 GiB x 100 / 1024
+    # 1000 queries in 200 s: 5.0 a second; the merge: 0.004 s / (10 x 2 x 100) = 2 µs an entry, 100 x 1000 entries
+    # a query: 200 ms, 5.0 queries/s; at depth 100, 20 ms
+    assert "| BM25 queries/s at depth 1,000 | 5.0 | 5.0 | every query visits every shard; the client merges 100,000 " \
+           "entries a query in 200 ms (5.0 queries/s on its one thread) |" in text
+    assert "| BM25 at depth 100 | 5.0 | 5.0 | a tenth of the entries to merge (20.0 ms a query)" in text
+    # Flat: 1,536 bytes a vector: 14.31 GiB a shard, 1.40 TiB in all; 200 q/s at 1M, a tenth at 10M; dense merge
+    # 0.0002 s / 2,000 entries = 100 ns, 100 x 100 entries a query: 1.00 ms
+    assert "| dense `Flat` (exact): index in memory | 14.31 GiB | 1.40 TiB | 1,536 bytes a vector" in text
+    assert "| dense `Flat` (exact): queries/s at depth 100 | 20 | 20 | 200 at 1,000,000 (2 cores), search and build " \
+           "∝ n; the client merges a query's 10,000 entries in 1.00 ms (100 ns an entry" in text
+    assert "| dense `Flat` (exact): index build | 0.5 min | 0.5 min wall |" in text  # 3 s x 10
+    # HNSW: 2000 x ln(1e6) / ln(1e7) = 1,714 (capped by the merge at 1,000); build 100 x 10 x 7/6 = 1,167 s
+    assert "| dense `HNSW32,SQ8` (efSearch 256): queries/s at depth 100 | 1,714 | 1,000 |" in text
+    assert "| dense `HNSW32,SQ8` (efSearch 256): index build | 19.4 min |" in text
+    assert "| dense `HNSW32,SQ8` (efSearch 256): index in memory | 5.96 GiB | 0.58 TiB | 640 bytes" in text
+    # IVF: a tenth of 1,000 q/s, ten times 50 s; the codec's bytes from the IVF1024,SQ8 row
+    assert "| dense `IVF4096,SQ8` (nprobe 64): queries/s at depth 100 | 100 | 100 |" in text
+    assert "| dense `IVF4096,SQ8` (nprobe 64): index in memory | 3.73 GiB | 0.36 TiB | 400 bytes" in text
+    assert "| encoding (CPU, base model) | 111 h | 111 h wall, 100 machines | 25.0 SciFact abstracts/s" in text

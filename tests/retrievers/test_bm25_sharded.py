@@ -2,6 +2,7 @@
 
 import json
 import random
+import re
 
 import pytest
 
@@ -12,6 +13,7 @@ from retrieval_lab.retrievers.bm25_sharded import global_plans, merge, search_sh
 from retrieval_lab.runs import format_run
 
 distributed = pytest.importorskip("distributed")
+pytest_plugins = ["dask_fixtures"]  # dask_cluster: a LocalCluster of 2 workers; killing: a worker dying mid-run
 
 FIELDS = ["title", "text"]
 
@@ -31,7 +33,7 @@ def _collection(n_docs: int = 600, n_queries: int = 60):
     return corpus, queries
 
 
-def test_three_shards_on_two_local_workers_give_the_single_index_run_byte_for_byte(tmp_path):
+def test_three_shards_on_two_local_workers_give_the_single_index_run_byte_for_byte(tmp_path, dask_cluster):
     from retrieval_lab.retrievers.bm25_sharded import sharded_search
 
     corpus, queries = _collection()
@@ -44,10 +46,9 @@ def test_three_shards_on_two_local_workers_give_the_single_index_run_byte_for_by
     expected = format_run(single, "bm25")
     assert expected.count("\n") > 1000 and single["unknown"] == {}
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  worker_dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        assert len(client.scheduler_info()["workers"]) == 2
-        merged = sharded_search(client, shards, queries, params.tokenizer, params.bm25, FIELDS, depth)
+    _, client = dask_cluster
+    assert len(client.scheduler_info()["workers"]) == 2
+    merged = sharded_search(client, shards, queries, params.tokenizer, params.bm25, FIELDS, depth)
     assert format_run(merged, "bm25") == expected
 
 
@@ -94,3 +95,132 @@ def test_split_corpus_keeps_order_and_refuses_zero_shards(tmp_path):
     assert ids == [list(corpus)[:3], list(corpus)[3:5], list(corpus)[5:]]
     with pytest.raises(InputError, match="shards must be positive"):
         split_corpus(tmp_path / "corpus.jsonl", 0, tmp_path / "out2")
+
+
+# ----------------------------------------------------------------------------- the commands, on the LocalCluster
+
+
+def _beir(tmp_path):
+    """The collection above as a BEIR folder, with what a real corpus has: a blank line and empty documents."""
+    from beir_fixtures import write_beir
+
+    corpus, queries = _collection(300, 30)
+    docs = [{"_id": d.id, "title": d.title, "text": d.text} for d in corpus.values()]
+    folder = write_beir(tmp_path / "beir", docs, [{"_id": q, "text": t} for q, t in queries.items()],
+                        {"test": [(q, "doc0000", 1) for q in queries]})
+    lines = (folder / "corpus.jsonl").read_text().splitlines(keepends=True)
+    (folder / "corpus.jsonl").write_text("".join(lines[:150] + ["\n"] + lines[150:]))
+    return folder
+
+
+def _single_run(tmp_path, beir) -> bytes:
+    from command_runner import run_command
+
+    assert run_command("index", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "one")]) == 0
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "one"),
+                                    "--output", str(tmp_path / "one.trec")]) == 0
+    return (tmp_path / "one.trec").read_bytes()
+
+
+def test_the_sharded_commands_write_the_single_index_run_byte_for_byte(tmp_path, dask_cluster, capsys):
+    from command_runner import run_command
+
+    address, _ = dask_cluster
+    beir = _beir(tmp_path)
+    expected = _single_run(tmp_path, beir)
+    assert expected.count(b"\n") > 500
+    capsys.readouterr()
+    # index: 3 shards built and saved by the workers; retrieve --corpus: each loaded by a task, searched there
+    assert run_command("index", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "three"),
+                                 "--shards", "3", "--scheduler", address]) == 0
+    manifest = json.loads((tmp_path / "three" / "shards.json").read_text())
+    # 300 documents in 100s; the blank line (line 151) goes with the document after it: shard 1 starts on line 101,
+    # shard 2 on line 202
+    assert [(s["documents"], s["first_line"]) for s in manifest["shards"]] == [(100, 1), (100, 101), (100, 202)]
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "three"),
+                                    "--output", str(tmp_path / "three.trec"), "--timing", str(tmp_path / "t.json"),
+                                    "--set", f"bm25.scheduler={address}"]) == 0
+    assert (tmp_path / "three.trec").read_bytes() == expected
+    out = capsys.readouterr().out
+    for verb in ("indexed", "loaded", "searched"):  # a progress line per shard and step
+        assert sorted(re.findall(rf"shard-(\d+) {verb} \(\d of 3", out)) == ["00000", "00001", "00002"], out
+    timing = json.loads((tmp_path / "t.json").read_text())
+    assert len(timing["seconds"]) == 31 and "over 3 shards" in timing["summary"]["scope"]
+    # retrieve --dataset: each shard's texts sent to a task, indexed in memory; no scheduler: the command starts a
+    # LocalCluster of its own, and stops it
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "2.trec"),
+                                    "--shards", "2"]) == 0
+    assert (tmp_path / "2.trec").read_bytes() == expected
+
+
+def test_a_worker_killed_mid_search_is_replaced_and_the_run_is_the_same(tmp_path, dask_cluster, killing, capsys):
+    from command_runner import run_command
+
+    address, _ = dask_cluster
+    beir = _beir(tmp_path)
+    expected = _single_run(tmp_path, beir)
+    assert run_command("index", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "three"),
+                                 "--shards", "3", "--scheduler", address]) == 0
+    capsys.readouterr()
+    killing("bm25-search", once=tmp_path / "killed-once")  # the first shard search to start kills its worker
+    assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "three"),
+                                    "--output", str(tmp_path / "three.trec"), "--scheduler", address]) == 0
+    assert (tmp_path / "killed-once").exists()
+    assert (tmp_path / "three.trec").read_bytes() == expected
+    assert re.search(r"worker tcp://\S+ died; what it ran or held is run again elsewhere \(shard-000", capsys.readouterr().out)
+
+
+def test_a_worker_that_keeps_dying_refuses_the_run_and_writes_nothing(tmp_path, dask_cluster, killing, capsys):
+    from command_runner import run_command
+
+    address, _ = dask_cluster
+    beir = _beir(tmp_path)
+    (tmp_path / "run.trec").write_text("the run of an earlier command\n")
+    killing("bm25-search")  # every shard search kills its worker: each is tried twice (allowed-failures 1)
+    code = run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "run.trec"),
+                                    "--shards", "2", "--scheduler", address])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert re.fullmatch(r"error: shard-0000[01]: its worker died 2 times while running it "
+                        r"\(distributed.scheduler.allowed-failures: 1\); run refused, nothing written\n", err), err
+    assert (tmp_path / "run.trec").read_text() == "the run of an earlier command\n"  # nothing replaced, nothing partial
+
+
+def test_an_unreachable_scheduler_is_one_line_and_no_output(tmp_path, monkeypatch, capsys):
+    import socket
+
+    from command_runner import run_command
+
+    from retrieval_lab.core import cluster
+
+    monkeypatch.setattr(cluster, "CONNECT_SECONDS", 1)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    beir = _beir(tmp_path)
+    code = run_command("index", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "idx"),
+                                 "--shards", "2", "--scheduler", f"tcp://127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert code == 2 and re.fullmatch(rf"error: field 'bm25.scheduler': cannot reach the Dask scheduler at "
+                                      rf"tcp://127.0.0.1:{port}: .*\n", err), err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_bad_line_in_a_shard_is_named_at_the_corpus_line_and_a_duplicate_across_shards_is_refused(
+        tmp_path, dask_cluster, capsys):
+    from command_runner import run_command
+
+    address, _ = dask_cluster
+    beir = _beir(tmp_path)
+    corpus = beir / "corpus.jsonl"
+    lines = corpus.read_text().splitlines(keepends=True)
+    good = "".join(lines)
+    corpus.write_text("".join(lines[:250] + ['{"_id": "bad", "title": 3}\n'] + lines[250:]))
+    argv = ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "idx"), "--shards", "3",
+            "--scheduler", address]
+    assert run_command("index", argv) == 2
+    assert capsys.readouterr().err == f"error: {corpus}:251 field 'title': expected a string, got int\n"  # in shard 2's file
+    corpus.write_text(good + lines[19])  # doc0019 again, last (shard 2); first on line 20 (shard 0)
+    assert run_command("index", argv) == 2
+    assert capsys.readouterr().err == f"error: {corpus}:302 field '_id': duplicate document id 'doc0019' (first on line 20)\n"
+    assert not (tmp_path / "idx").exists()

@@ -4,7 +4,7 @@ import argparse
 
 from ..core.guard import FILE, FOLDER, Found, Paths, base_model_input
 from ..core.kinds import RUN, TIMING
-from ..core.params_cli import add_params_args, params_of
+from ..core.params_cli import add_params_args, add_shard_args, params_of, shard_overrides
 
 HELP = ("rank documents for each query with one retriever (bm25, lsa, dense, or your own: external) and write a "
         "TREC run, with its per-query latency (--timing)")
@@ -24,7 +24,7 @@ def _derived(args: argparse.Namespace) -> Found:
 
 PATHS = Paths(inputs={"--dataset": FOLDER, "--embeddings": FOLDER, "--corpus": FOLDER}, outputs={"--output": FILE, "--timing": FILE},
               kinds={"--output": RUN, "--timing": TIMING},
-              words=("--retriever", "--split", "--external"), derive=_derived)
+              words=("--retriever", "--split", "--external", "--scheduler"), derive=_derived)
 
 
 
@@ -45,6 +45,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "instead of indexing --dataset's corpus again (its queries and qrels are still read)")
     parser.add_argument("--split", help="only this split's queries (default: every query of the folder)")
     parser.add_argument("--depth", type=int, help="documents per query (default: retrieve.depth)")
+    add_shard_args(parser)
     add_params_args(parser)
 
 
@@ -75,6 +76,30 @@ def _queries(args, dataset, retriever) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import contextlib
+
+    args.overrides = [*args.overrides, *shard_overrides(args, args.retriever)]
+    with contextlib.ExitStack() as resources:  # a sharded retriever's cluster, left when the command ends
+        return _run(args, resources)
+
+
+def _progress(args):
+    return lambda line: print(f"retrieve {args.retriever}: {line}", flush=True)  # a line per shard done
+
+
+def _built_by(args, params, cls):
+    """``(class, extra arguments)`` that build the retriever from its inputs: the registry's sharded class with a
+    progress line per shard when the params ask for shards (``<retriever>.shards`` > 1), ``cls`` otherwise."""
+    from .. import retrievers
+
+    sharded = retrievers.sharded(args.retriever)
+    if sharded is None or getattr(params, args.retriever).shards == 1:
+        return cls, {}
+    return sharded, {"progress": _progress(args)}
+
+
+def _run(args: argparse.Namespace, resources) -> int:
+    import contextlib
     import time
 
     from .. import retrievers
@@ -100,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     source = ""
     if args.corpus and not _same_folder(args.corpus, args.dataset):
-        retriever, queries = _from_index(args, params)
+        retriever, queries = _from_index(args, params, resources)
         source = f"index {args.corpus}, "
     else:
         dataset = load_dataset(args.dataset, [args.split] if args.split else None) if args.dataset else None
@@ -112,16 +137,22 @@ def run(args: argparse.Namespace) -> int:
                 print(f"retrieve {args.retriever}: {note}")
         if args.retriever == "external":
             return _external(args, cls, params, dataset, depth, start)
-        retriever = cls.from_inputs(params, dataset=dataset, embeddings=args.embeddings)
+        builder, extra = _built_by(args, params, cls)
+        retriever = builder.from_inputs(params, dataset=dataset, embeddings=args.embeddings, **extra)
+        if hasattr(retriever, "close"):  # sharded: leave the cluster when done
+            resources.callback(retriever.close)
         queries = _queries(args, dataset, retriever)
     result = retriever.search(queries, depth)
     timing = None
     if args.timing:  # a second pass, one query at a time: the run above keeps its batched bytes
         from ..latency import Timing, time_each
 
-        seconds, wall = time_each(lambda qid: retriever.search({qid: queries[qid]}, depth), queries)
+        with getattr(retriever, "quiet", contextlib.nullcontext)():  # no progress line per query
+            seconds, wall = time_each(lambda qid: retriever.search({qid: queries[qid]}, depth), queries)
         scope = ("search over the query embeddings encoded beforehand" if args.embeddings
                  else "search of one query" + (", its encoding included" if cls.needs == "embeddings" else ""))
+        if hasattr(retriever, "shards"):  # sharded: every round trip to the cluster is in a query's time
+            scope += f", over {len(retriever.shards)} shards on a Dask cluster (tasks sent, run, merged)"
         timing = Timing(args.retriever, scope, 1, seconds, wall)
     _write(args, result, args.retriever, depth, timing)
     empty = sum(1 for docs in result.values() if not docs)
@@ -177,9 +208,9 @@ def _same_folder(a: str, b: str | None) -> bool:
     return b is not None and Path(a).resolve() == Path(b).resolve()
 
 
-def _from_index(args, params):
+def _from_index(args, params, resources):
     """A retriever read from its saved index, and the queries to run: the corpus is not read (the index holds
-    what it needs of it)."""
+    what it needs of it). A sharded index is loaded by the workers of a Dask cluster, left when the command ends."""
     from .. import retrievers
     from ..core.data import load_dataset
     from ..core.errors import InputError
@@ -189,6 +220,16 @@ def _from_index(args, params):
                          "its --corpus can only be --dataset", str(args.corpus), field="--corpus")
     if not args.dataset:
         raise InputError("--corpus needs --dataset: the BEIR folder whose queries are run", field="--dataset")
-    retriever = retrievers.from_index(args.retriever, args.corpus, params, args.dataset)
+    sharded = retrievers.sharded(args.retriever)
+    if sharded is not None and sharded.is_index(args.corpus):  # index with shards: searched where they are loaded
+        from ..core import fingerprint
+
+        fingerprint.check(fingerprint.read(args.corpus), args.dataset, str(args.corpus), "--corpus",
+                          fingerprint.INDEX_AGAIN)  # an index of another corpus ranks documents it does not have
+        retriever = sharded.from_index_folder(args.corpus, params, progress=_progress(args))
+    else:
+        retriever = retrievers.from_index(args.retriever, args.corpus, params, args.dataset)
+    if hasattr(retriever, "close"):
+        resources.callback(retriever.close)
     dataset = load_dataset(args.dataset, [args.split] if args.split else None, doc_ids=retriever.doc_ids)
     return retriever, _queries(args, dataset, None)

@@ -111,6 +111,11 @@ class BM25Params(Section):
     k1: float = param(1.2, NON_NEGATIVE)
     b: float = param(0.75, UNIT)
     workers: int = param(1, between(1, MAX_WORKERS))  # processes splitting the queries (forked); the same run
+    # contiguous document shards, each indexed and searched as a task of a Dask cluster (retrievers/bm25_sharded.py);
+    # 1: one index in this process. The run is the same bytes for any count
+    shards: int = param(1, POSITIVE)
+    # with shards > 1: the Dask scheduler's address (tcp://HOST:8786); null: a LocalCluster on this machine
+    scheduler: str | None = param(None, rules.SCHEDULER)
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,11 @@ class DenseParams(Section):
     # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
     faiss_factory: str = param("Flat", rules.FAISS_FACTORY)
     seed: int = param(0, SEED)  # FAISS training (IVF k-means) when faiss_factory is not exact
+    # contiguous shards of the texts (encode) and of the documents' vectors (retrieve: one faiss_factory index each,
+    # top-k merged), each a task of a Dask cluster (retrievers/dense_sharded.py); 1: everything in this process
+    shards: int = param(1, POSITIVE)
+    # with shards > 1: the Dask scheduler's address (tcp://HOST:8786); null: a LocalCluster on this machine
+    scheduler: str | None = param(None, rules.SCHEDULER)
     # run name -> model: builtin (the lock shipped in the package), a lock file, a model folder or
     # hub:NAME@REVISION; dvc.yaml gives each its encode, retrieve and evaluate stages
     models: dict[str, str] = param(factory=lambda: {"dense": "builtin"})

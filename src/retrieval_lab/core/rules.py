@@ -68,6 +68,9 @@ SEED = between(0, 2**32 - 1)  # numpy, scikit-learn and FAISS take 32-bit unsign
 RUN_NAME = matches(NAME, "a run name")
 MEASURE_NAME = matches(_MEASURE, "a measure name (e.g. nDCG@10)")
 FAISS_FACTORY = matches(_FAISS_FACTORY, "a FAISS factory string (e.g. Flat, HNSW32, IVF256,Flat)")
+# a Dask scheduler's address: PROTOCOL://HOST:PORT (tcp, tls, ws, wss, ucx) or HOST:PORT
+_SCHEDULER = re.compile(r"((tcp|tls|ws|wss|ucx)://)?[A-Za-z0-9_.\-\[\]:]+:\d+")
+SCHEDULER = matches(_SCHEDULER, "a Dask scheduler address (tcp://HOST:PORT)")
 
 
 def device(value):

@@ -17,6 +17,8 @@ BEGIN without its END, is refused naming the file. The sources, all committed:
 ``msmarco-peer``         BM25 at 100k and 1M MS MARCO-shaped passages against bm25s (``scale-msmarco.json``)
 ``msmarco-quiet``        the same steps, ours only, on a quiet machine (``scale-msmarco-quiet.json``)
 ``sharded``              sharded BM25 on Dask: cost per shard, DFS, merge, and the model (``sharded.json``)
+``dense-sharded``        dense over shards on Dask: cost per shard, merge, recall@100 vs Flat (``dense-sharded.json``)
+``scale-billion``        the cost model to a billion passages, from the per-shard figures of the JSON above
 """
 
 from __future__ import annotations
@@ -285,6 +287,138 @@ def _entries(data: dict, shards: int) -> int:
     return data["queries"] * shards * data["depth"]
 
 
+DENSE_SHARDED = Path("bench-results") / "dense-sharded.json"
+
+
+def _knob(factory: str, setting) -> str:
+    return "exact" if setting is None else (f"efSearch {setting}" if factory.startswith("HNSW") else f"nprobe {setting}")
+
+
+def dense_sharded_table(path: Path) -> str:
+    """scripts/bench_dense_sharded.py: per factory and shard count, each shard's cost, the merge's, and recall@100
+    of the merged lists against one Flat index (Flat's own rows: whether its scores are one index's, rank for rank)."""
+    data = _read_json(path)
+    machine = data["machine"]
+    lines = [(f"{data['documents']:,} real-shaped vectors ({data['real_documents']:,} of them SciFact's abstracts) of "
+             f"{data['dim']} dimensions, {data['queries']:,} SciFact claims at depth {data['depth']}, a LocalCluster of "
+             f"{data['workers']} Dask worker processes of one thread, {machine.get('cpu', 'CPU')} with "
+             f"{machine.get('usable_cores', '?')} cores, {machine.get('date', '')} (`{path.name}`):"), "",
+             ("| factory | search setting | shards | vectors per shard | index bytes per vector | build s per shard "
+             "(task) | queries/s per shard (task) | worker peak MiB | merge ms | recall@100 vs one Flat index |"),
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in data["rows"]:
+        shards = row["per_shard"]
+        size = sum(s["index_bytes"] for s in shards) / sum(s["documents"] for s in shards)
+        rate = [data["queries"] / s["search_seconds"] for s in shards]
+        recall = f"{row['recall@100_vs_flat']:.3f}"
+        if "scores_identical_to_one_flat_index" in row and row["shards"] > 1:
+            recall += " (scores identical)" if row["scores_identical_to_one_flat_index"] else " (**scores differ**)"
+        lines.append(f"| `{row['factory']}` | {_knob(row['factory'], row['setting'])} | {row['shards']} | "
+                     f"{_spread([s['documents'] for s in shards], ',.0f')} | {size:,.0f} | "
+                     f"{_spread([s['build_seconds'] for s in shards], '.1f')} | {_spread(rate, ',.0f')} | "
+                     f"{_spread([s['worker_peak_mb'] for s in shards], ',.0f')} | {row['merge_seconds'] * 1e3:.1f} | "
+                     f"{recall} |")
+    return "\n".join(lines)
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    """One value, or the range of several (their formats differing)."""
+    low, high = format(min(values), fmt), format(max(values), fmt)
+    return low if low == high else f"{low} to {high}"
+
+
+BILLION = 1_000_000_000
+ENCODE = Path("bench-results") / "encode.json"
+# the dense factories of the cost model (bench_faiss.py's rows on 1M vectors), with their search setting
+BILLION_DENSE = [("Flat", None), ("HNSW32,SQ8", 256), ("IVF4096,SQ8", 64)]
+
+
+def billion_table(repo: Path) -> str:
+    """The cost model to a billion passages: shards of the size one machine was measured at (BM25 at MS MARCO's
+    8,841,823 passages), each figure of a shard read from committed JSON, every step beyond them extrapolated by
+    the rule its row states; the merge on the client from the measured cost per entry."""
+    scale, sharded = _read_json(repo / MSMARCO_SCALE), _read_json(repo / SHARDED)
+    faiss_rows, dense = _read_json(repo / FAISS_REAL), _read_json(repo / DENSE_SHARDED)
+    encode = _read_json(repo / ENCODE)
+    n = scale["sizes"][-1]
+    shards = math.ceil(BILLION / n)
+    steps, last = scale["table"], scale["results"][-1]
+    index_s, search_s = steps["bm25_index"]["seconds"][-1], steps["bm25_search"]["seconds"][-1]
+    queries, depth = scale["queries"], scale["depth"]
+    bm25_qps = queries / search_s
+    disk = last["ours"]["index"]["index_mb"] / 1024
+    peak = max(row["peak_mb"][-1] for row in steps.values()) / 1024
+    merge_entry = max(s["phases_seconds"]["merge"] / _entries(sharded, s["shards"]) for s in sharded["sharded"])
+    merge_query = merge_entry * shards * depth  # seconds of the client's one thread per query
+    lines = [(f"**A shard, measured.** BM25: one machine ({scale['machine'].get('usable_cores', '?')} cores) with "
+             f"{n:,} MS MARCO-shaped passages (`{MSMARCO_SCALE.name}`): index {index_s:,.0f} s, "
+             f"{disk:.2f} GiB on disk, peak {peak:.1f} GiB (search in {scale.get('workers', 1)} processes), "
+             f"{queries:,} queries at depth {depth:,} in {search_s:,.0f} s: **{bm25_qps:.1f} queries/s**. The "
+             f"client's merge: {merge_entry * 1e6:.2f} µs per entry (queries × shards × depth; the slowest of "
+             f"`{SHARDED.name}`). Dense: one index of {faiss_rows['documents']:,} real-shaped vectors "
+             f"(`{FAISS_REAL.name}`, rows below); bytes per vector of each codec from `{DENSE_SHARDED.name}`'s "
+             f"serialized indexes."), "",
+             (f"**{BILLION:,} passages in {shards} shards of {n:,}** (one such machine each; **extrapolated, not "
+             "measured**: BM25's time and size per passage as measured at that size, so no rule is needed for a "
+             "shard; the rules below for dense):"), "",
+             "| | per shard | all shards | rule |", "|---|---:|---:|---|",
+             (f"| BM25 index build | {index_s / 60:,.1f} min | {index_s / 60:,.1f} min wall, {shards} machines "
+             "| measured per shard; shards in parallel |"),
+             f"| BM25 index on disk | {disk:.2f} GiB | {disk * shards / 1024:,.2f} TiB | measured per shard |",
+             (f"| BM25 queries/s at depth {depth:,} | {bm25_qps:.1f} | {min(bm25_qps, 1 / merge_query):.1f} "
+             f"| every query visits every shard; the client merges {shards * depth:,} entries a query in "
+             f"{merge_query * 1e3:,.0f} ms ({1 / merge_query:.1f} queries/s on its one thread) |"),
+             (f"| BM25 at depth 100 | {bm25_qps:.1f} | {min(bm25_qps, 10 / merge_query):.1f} "
+             f"| a tenth of the entries to merge ({merge_query * 1e2:,.1f} ms a query); a shard's search at depth 100 "
+             "not measured: its depth-1,000 rate is taken |")]
+    by_factory = {(r["factory"], r["setting"]): r for r in faiss_rows["rows"]}
+    measured_n = faiss_rows["documents"]
+    dense_entry = max(r["merge_seconds"] / (dense["queries"] * r["shards"] * dense["depth"])
+                      for r in dense["rows"] if r["shards"] > 1)  # the merge of top-k arrays, per entry
+    dense_merge = dense_entry * shards * faiss_rows["depth"]  # seconds a query
+    for factory, setting in BILLION_DENSE:
+        row = by_factory[(factory, setting)]
+        codec = _bytes_per_vector(dense, factory)
+        growth = n / measured_n
+        if factory.startswith("HNSW"):  # a search walks ~log n levels and neighbours; a build inserts n of them
+            qps = row["queries_per_second"] * math.log(measured_n) / math.log(n)
+            build = row["build_seconds"] * growth * math.log(n) / math.log(measured_n)
+            rule = "search ∝ log n, build ∝ n log n"
+        else:  # a scan, of every vector (Flat) or of a fixed share of the lists (IVF, lists and nprobe fixed)
+            qps = row["queries_per_second"] / growth
+            build = row["build_seconds"] * growth
+            rule = "search and build ∝ n" + (" (lists and nprobe fixed)" if factory.startswith("IVF") else "")
+        name = f"`{factory}` ({_knob(factory, setting)})"
+        lines += [(f"| dense {name}: index in memory | {codec * n / 2**30:,.2f} GiB | "
+                  f"{codec * n * shards / 2**40:,.2f} TiB | {codec:,.0f} bytes a vector (`{DENSE_SHARDED.name}`) |"),
+                  (f"| dense {name}: queries/s at depth {faiss_rows['depth']} | {qps:,.0f} | "
+                  f"{min(qps, 1 / dense_merge):,.0f} | {row['queries_per_second']:,.0f} at {measured_n:,} "
+                  f"({faiss_rows['machine']['cpu_count']} cores), {rule}; the client merges a query's "
+                  f"{shards * faiss_rows['depth']:,} entries in {dense_merge * 1e3:.2f} ms ({dense_entry * 1e9:.0f} ns "
+                  f"an entry, `{DENSE_SHARDED.name}`) |"),
+                  (f"| dense {name}: index build | {build / 60:,.1f} min | {build / 60:,.1f} min wall | "
+                  f"{row['build_seconds']:,.1f} s at {measured_n:,}, {rule} |")]
+    rate = max(r["docs_per_s"] for r in encode["rows"] if r["contender"] == "ours")
+    lines.append(f"| encoding (CPU, base model) | {n / rate / 3600:,.0f} h | {n / rate / 3600:,.0f} h wall, "
+                 f"{shards} machines | {rate:.1f} SciFact abstracts/s on one 2-core machine (`{ENCODE.name}`); "
+                 "MS MARCO passages are about a third as long (not measured) |")
+    return "\n".join(lines)
+
+
+def _bytes_per_vector(dense: dict, factory: str) -> float:
+    """Bytes a vector of ``factory``'s codec (its first part: Flat, HNSW32,SQ8, IVF...,SQ8) in the one-shard row of
+    dense-sharded.json with the same codec."""
+    def codec(name: str) -> str:
+        parts = name.split(",")
+        return ("IVF," if parts[0].startswith("IVF") else parts[0] + ",") + ",".join(parts[1:])
+
+    for row in dense["rows"]:
+        if row["shards"] == 1 and codec(row["factory"]) == codec(factory):
+            shard = row["per_shard"][0]
+            return shard["index_bytes"] / shard["documents"]
+    raise InputError(f"no one-shard row of a {factory!r} codec", str(DENSE_SHARDED))
+
+
 def experiments_table(repo: Path) -> str:
     """``retrieval-lab table --from-inputs`` over the committed worked example, without its heading."""
     from retrieval_lab import cli
@@ -328,6 +462,8 @@ BLOCKS = {b.name: b for b in [
     Block("msmarco-peer", lambda repo: msmarco_steps_table(repo / MSMARCO_PEER)),
     Block("msmarco-quiet", lambda repo: msmarco_steps_table(repo / MSMARCO_QUIET)),
     Block("sharded", lambda repo: sharded_table(repo / SHARDED)),
+    Block("dense-sharded", lambda repo: dense_sharded_table(repo / DENSE_SHARDED)),
+    Block("scale-billion", billion_table),
 ]}
 _MARKER = re.compile(r"<!-- (BEGIN|END) generated:([^ ]+) -->")
 

@@ -25,6 +25,15 @@ REGISTRY = {
 # has build_index(items, folder, params) and from_index_folder(folder, params))
 INDEXED = ("bm25",)
 
+# retrievers that run in shards on a Dask cluster when their params say shards > 1 (core/cluster.py): name ->
+# "module:Class" whose class has from_inputs(params, dataset=, embeddings=, progress=) and, for an indexed one,
+# is_index(folder), from_index_folder(folder, params, progress) and build_index_from(corpus, folder, params,
+# progress); imported by name too, so that the one-process retrievers never import Dask's side
+SHARDED = {
+    "bm25": "bm25_sharded:ShardedBM25",
+    "dense": "dense_sharded:ShardedDense",
+}
+
 
 def names() -> list[str]:
     return sorted(REGISTRY)
@@ -51,3 +60,17 @@ def module_of(name: str) -> str:
     """The module ``--retriever NAME`` loads (dvc.yaml must list it as the stage's dependency)."""
     get(name)
     return f"{__name__}.{REGISTRY[name].split(':')[0]}"
+
+
+def sharded(name: str):
+    """The class that runs ``name`` in shards (``<name>.shards`` > 1), or None for a retriever without shards."""
+    if name not in SHARDED:
+        return None
+    module_name, class_name = SHARDED[name].split(":")
+    return getattr(importlib.import_module(f"{__name__}.{module_name}"), class_name)
+
+
+def modules_of(name: str) -> list[str]:
+    """Every module ``--retriever NAME`` may load: its own, and the one running it in shards."""
+    sharded_module = [f"{__name__}.{SHARDED[name].split(':')[0]}"] if name in SHARDED else []
+    return [module_of(name), *sharded_module]

@@ -83,6 +83,10 @@ class DenseRetriever:
         model = enc.load(spec, params.dense.device, where)
         return cls(enc.embed_dataset(model, dataset, params.dense, params.retrieve.fields), params.dense, model)
 
+    def _top(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """([q, k] scores, [q, k] rows, -1 where an approximate index found fewer) of a chunk of queries."""
+        return self._index.search(queries, k)
+
     def _encoder_for_new_queries(self):
         if self._encoder is None:
             from .. import encoder as enc
@@ -117,7 +121,7 @@ class DenseRetriever:
             if k == 0:
                 run.update({q: {} for q in chunk})
                 continue
-            scores, rows = self._index.search(self._query_matrix(chunk, queries), k)  # [c, k] each
+            scores, rows = self._top(self._query_matrix(chunk, queries), k)  # [c, k] each
             for qid, row_scores, row_ids in zip(chunk, scores, rows):
                 # -1: an approximate index found fewer than k documents
                 found = {doc_ids[j]: float(s) for s, j in zip(row_scores, row_ids) if j >= 0}
