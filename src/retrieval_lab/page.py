@@ -393,7 +393,7 @@ def runs_page(base_path: str | Path, head_path: str | Path, params: Params, qrel
              if qrels_path is not None else None)
     base, head = read_run(base_path), read_run(head_path)
     if qrels is not None:  # as compare-runs: each run must share a query with the judgments, named by its file
-        from .evaluation import check_overlap
+        from .core.checks import check_overlap
 
         check_overlap(qrels, base, base_path, qrels_path)
         check_overlap(qrels, head, head_path, qrels_path)

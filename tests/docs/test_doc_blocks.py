@@ -390,6 +390,9 @@ EXPECT: dict[str, Expect] = {
     # docs/own-retriever.md: the user's function from the command line; the callable contract
     "7206e4b297": Expect(needs=("params.yaml", "retriever", "data"),
                          files=("runs/mine/recipes.trec", "latency/mine/recipes.json")),
+    # docs/scale.md: sharded BM25 on a LocalCluster (no --scheduler), searched where the shards are
+    "b747bfb736": Expect(needs=("my-collection",), slow=True, files=("bm25-shards/shards.json", "bm25.trec"),
+                         shows=("retrieve bm25",)),
     # docs/own-retriever.md: latency when asked, and against a copy kept from another branch
     "f155e41e18": Expect(needs=("my-collection",), files=("bm25.trec", "latency/bm25.json", "latency-main/bm25.json"),
                          shows=("p50", "candidate - baseline")),

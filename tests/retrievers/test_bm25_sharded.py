@@ -175,7 +175,7 @@ def test_a_worker_that_keeps_dying_refuses_the_run_and_writes_nothing(tmp_path, 
 
     address, _ = dask_cluster
     beir = _beir(tmp_path)
-    (tmp_path / "run.trec").write_text("the run of an earlier command\n")
+    (tmp_path / "run.trec").write_text("q0 Q0 d0 1 1.0 earlier\n")  # the run of an earlier command
     killing("bm25-search")  # every shard search kills its worker: each is tried twice (allowed-failures 1)
     code = run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "run.trec"),
                                     "--shards", "2", "--scheduler", address])
@@ -183,7 +183,7 @@ def test_a_worker_that_keeps_dying_refuses_the_run_and_writes_nothing(tmp_path, 
     assert code == 2 and err.count("\n") == 1, err
     assert re.fullmatch(r"error: shard-0000[01]: its worker died 2 times while running it "
                         r"\(distributed.scheduler.allowed-failures: 1\); run refused, nothing written\n", err), err
-    assert (tmp_path / "run.trec").read_text() == "the run of an earlier command\n"  # nothing replaced, nothing partial
+    assert (tmp_path / "run.trec").read_text() == "q0 Q0 d0 1 1.0 earlier\n"  # nothing replaced, nothing partial
 
 
 def test_an_unreachable_scheduler_is_one_line_and_no_output(tmp_path, monkeypatch, capsys):

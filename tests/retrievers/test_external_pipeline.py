@@ -206,7 +206,7 @@ def test_a_collection_with_test_judgments_alone_declares_no_training_stage(tmp_p
     # compare reads exactly the runs its pairs name (it read dense-ft-hard's files and failed: issue 51)
     from dvc.repo import Repo
 
-    (compare,) = Repo(str(tmp_path)).stage.collect("compare")
+    (compare,) = Repo(str(tmp_path)).stage.collect(f"{tmp_path}/dvc.yaml:compare")  # a target relative to the cwd
     assert " --runs bm25 dense --output " in compare.cmd
     inputs = sorted(str(d.def_path) for d in compare.deps if str(d.def_path).startswith(("reports/", "runs/")))
     assert inputs == ["reports/toy/bm25/diagnosis.json", "reports/toy/bm25/per_query.json",
