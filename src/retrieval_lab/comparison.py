@@ -22,6 +22,7 @@ from . import stats
 from .core.atomic import check_whole
 from .core.data import require_file
 from .core.errors import InputError
+from .core.parse import json_loads
 from .latency import LatencyRow, markdown_rows, read_summary
 from .metrics import Coverage, measure_run, parse_measure
 from .report_files import PER_QUERY
@@ -176,7 +177,7 @@ class RunsComparison:
 def per_query_measures(text: str, source: str) -> dict[str, dict]:
     """query id -> its entry (``measures``, ``first_positive_rank``, ...) of an evaluate stage's per_query.json."""
     try:
-        queries = json.loads(text)["queries"]
+        queries = json_loads(text, source)["queries"]
         if not isinstance(queries, dict):
             raise TypeError("'queries' is not a mapping")
     except (json.JSONDecodeError, KeyError, TypeError) as exc:

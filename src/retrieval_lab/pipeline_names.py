@@ -22,6 +22,7 @@ import yaml
 from . import report_files
 from .core.errors import InputError
 from .core.params import Params
+from .core.parse import check_yaml_numbers
 
 BEGIN = "  # BEGIN generated names"
 END = "  # END generated names"
@@ -146,6 +147,7 @@ def declared(text: str, source: str) -> PipelineNames | None:
     begin, end = _span(text, source)
     block = "\n".join(text.splitlines()[begin + 1:end])
     try:
+        check_yaml_numbers(yaml.compose(block, Loader=yaml.SafeLoader), source, begin + 2)
         data = yaml.safe_load(block)
     except yaml.YAMLError as exc:  # its problem only: PyYAML's full message spans several lines
         mark = getattr(exc, "problem_mark", None)

@@ -63,6 +63,7 @@ from ..core.data import id_problem
 from ..core.errors import InputError
 from ..core.params import ExternalRetriever as ExternalSpec
 from ..core.params import Params
+from ..core.parse import json_loads
 from ..latency import Timing
 from ..runs import Run
 
@@ -347,11 +348,11 @@ def _read_token(variable: str, field: str) -> str:
 def _response_lists(data: bytes, ids: list[str]) -> list:
     """One hit list per asked query (None: the response left it out), from the endpoint's JSON."""
     try:
-        obj = json.loads(data)
+        obj = json_loads(data)  # a body nested past the recursion limit, or a 5,000-digit number: bad input
+    except InputError as exc:
+        raise _BadAnswer(exc.reason, f"response.{exc.field}" if exc.field else "response") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _BadAnswer(f"not JSON ({exc.msg if hasattr(exc, 'msg') else exc})", "response") from None
-    except RecursionError:  # the C parser's depth is bounded by the recursion limit, and says so
-        raise _BadAnswer(f"nested deeper than {sys.getrecursionlimit()} levels", "response") from None
     results = obj.get("results") if isinstance(obj, dict) else None
     if not isinstance(results, list):
         raise _BadAnswer("expected an object with a list 'results'", "response.results")
