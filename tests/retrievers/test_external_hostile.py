@@ -7,7 +7,10 @@ folder (test_external_accounting.py holds the helpers and issue 52's cases).
 from __future__ import annotations
 
 import json
+import re
+from urllib.parse import quote, unquote
 
+import pytest
 from retrievers.test_external_accounting import TOKEN, _http, _reply, _retrieve, serve
 
 
@@ -23,3 +26,53 @@ def test_a_number_of_5000_digits_in_an_answer_is_a_bad_answer_in_one_line(tmp_pa
     assert "an integer of 5000 digits" in err and "(at response.results[0].hits[0].score)" in err, err
     assert not out.exists() and not timing.exists()
     json.dumps(err)  # the message is text, whatever the number
+
+
+# ----------------------------------------------------------------------------- S4: the token in any spelling
+
+HOSTILE_TOKENS = ["Qz7W\\c123Ab", "Qz7W'c\"123Ab", "Qz7WbC123xYz", "Qz7W%2Fc/123+Ab&x=1"]
+
+
+def _echo_score(handler, request, token):  # the token as a score: "score 'Ab\\c..' is not a number" (repr)
+    _reply(handler, json.dumps({"results": [{"id": q["id"], "hits": [{"id": "d1", "score": token}]}
+                                            for q in request["queries"]]}).encode())
+
+
+def _echo_bad_id(handler, request, token):  # the token in an id that is not a word: repr() of it in the message
+    _reply(handler, json.dumps({"results": [{"id": q["id"], "hits": [token + " x"]}
+                                            for q in request["queries"]]}).encode())
+
+
+def _redirect_host(handler, request, token):  # the token as the host of another origin: lowercased in the reason
+    handler.send_response(302)
+    handler.send_header("Location", f"http://{quote(token, safe='')}.example.invalid/x")
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()
+
+
+def _bad_status_line(handler, request, token):  # the token in a broken status line, where the reason is cut short
+    handler.wfile.write(f"HTTP/1.1 {'x' * 180}{token}{'y' * 50}\r\n\r\n".encode())
+    handler.close_connection = True
+
+
+def _leaks(text: str, token: str) -> bool:
+    """The token, or its first five letters and digits (a reason cut short), in ``text`` in any spelling: escaped,
+    quoted, case-folded or percent-encoded."""
+    def core(s: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", s.lower())
+    return any(core(token)[:5] in core(form) for form in (text, unquote(text), unquote(unquote(text))))
+
+
+@pytest.mark.parametrize("answer", [_echo_score, _echo_bad_id, _redirect_host, _bad_status_line])
+@pytest.mark.parametrize("token", HOSTILE_TOKENS)
+def test_the_token_is_redacted_in_every_spelling_a_message_takes(tmp_path, capsys, monkeypatch, token, answer):
+    monkeypatch.setenv("SEARCH_TOKEN", token)
+    with serve(lambda handler, request: answer(handler, request, handler.headers["Authorization"][7:])) as server:
+        beir, params = _http(tmp_path, server, max_failed=1.0)
+        code, out, timing = _retrieve(tmp_path, beir, params, "svc")
+    printed = capsys.readouterr()
+    # a reason cut at 200 characters may cut the marker too: the token went before the cut
+    assert code == 2 and ("[token redacted]" in printed.err or answer is _bad_status_line), printed.err
+    written = "".join(p.read_text(errors="replace") for p in (out, timing) if p.exists())
+    for text in (printed.err, printed.out, written):
+        assert not _leaks(text, token), text

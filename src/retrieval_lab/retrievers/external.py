@@ -48,6 +48,7 @@ import math
 import numbers
 import os
 import queue
+import re
 import socket
 import sys
 import threading
@@ -55,7 +56,7 @@ import time
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, quote_plus, urljoin, urlsplit
 
 import numpy as np
 
@@ -205,6 +206,19 @@ def _import_from(folder: str, module_name: str, field: str):
     return module
 
 
+def _spellings(token: str) -> re.Pattern:
+    """Every spelling of ``token`` a message may hold, compared case-blind (a host name is lowercased): as is,
+    escaped as repr() and JSON escape it (a backslash doubled, a quote escaped) and percent-encoded, each
+    also inside one more such quoting (a reason quoted in a reason)."""
+    forms = {token}
+    for _ in range(2):
+        for form in list(forms):
+            escaped = form.replace("\\", "\\\\")
+            forms |= {escaped, escaped.replace("'", "\\'"), escaped.replace('"', '\\"'), quote(form, safe=""),
+                      quote(form), quote_plus(form)}
+    return re.compile("|".join(map(re.escape, sorted(forms, key=len, reverse=True))), re.IGNORECASE)
+
+
 def _origin(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
@@ -222,11 +236,13 @@ class _HttpBackend:
         self.token = None
         if spec.token_env is not None:
             self.token = _read_token(spec.token_env, f"external.{name}.token_env")
+            self._token_pattern = _spellings(self.token)
         self.spec, self.name = spec, name
 
     def redact(self, text: str) -> str:
-        """``text`` without the token: an endpoint may echo the Authorization header anywhere."""
-        return text.replace(self.token, REDACTED) if self.token else text
+        """``text`` without the token in any spelling a message gives it: an endpoint may echo the Authorization
+        header anywhere (a hit id, a score, a redirect's host name)."""
+        return self._token_pattern.sub(REDACTED, text) if self.token else text
 
     def _attempt(self, body: bytes) -> bytes:
         """One POST (and its same-origin redirects) within one deadline of ``timeout`` seconds for everything:
@@ -257,7 +273,7 @@ class _HttpBackend:
             except (OSError, http.client.HTTPException, _Deadline) as exc:
                 if expired.is_set() or isinstance(exc, (TimeoutError, _Deadline)):
                     raise _CallFailed(f"timed out after {self.spec.timeout:g} s", retry=True) from None
-                raise _CallFailed(self.redact(f"connection failed ({type(exc).__name__}: {_one_line(exc)})"),
+                raise _CallFailed(f"connection failed ({type(exc).__name__}: {_one_line(self.redact(str(exc)))})",
                                   retry=True) from None
             finally:
                 watchdog.cancel()
@@ -541,7 +557,7 @@ class ExternalRetriever:
                     fail(batch, "interrupted")
                     return
                 except BaseException as exc:  # noqa: BLE001  anything else fails the batch: every query counted
-                    fail(batch, f"{type(exc).__name__} while its answer was read: {_one_line(exc)}")
+                    fail(batch, f"{type(exc).__name__} while its answer was read: {_one_line(redact(str(exc)))}")
 
         start = time.perf_counter()
         threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(self.spec.concurrency, len(qids)))]
