@@ -76,3 +76,26 @@ def test_the_token_is_redacted_in_every_spelling_a_message_takes(tmp_path, capsy
     written = "".join(p.read_text(errors="replace") for p in (out, timing) if p.exists())
     for text in (printed.err, printed.out, written):
         assert not _leaks(text, token), text
+
+
+# ----------------------------------------------------------------------------- M4: a redirect to a bad URL
+
+
+@pytest.mark.parametrize("location", ["http://127.0.0.1:99999/s", "http://[::1/s", "/s/é"])
+def test_a_redirect_to_an_invalid_url_fails_its_query_saying_so(tmp_path, capsys, monkeypatch, location):
+    # before: "ValueError while its answer was read: Port out of range 0-65535" (or Invalid IPv6 URL, an
+    # 'ascii' codec error) for each query
+    monkeypatch.setenv("SEARCH_TOKEN", TOKEN)
+
+    def redirect(handler, request):
+        handler.send_response(307)
+        handler.send_header("Location", location)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    with serve(redirect) as server:
+        beir, params = _http(tmp_path, server)
+        code, out, _ = _retrieve(tmp_path, beir, params, "svc")
+    err = capsys.readouterr().err
+    assert code == 2 and "q1: redirected to an invalid URL (" in err and "while its answer was read" not in err, err
+    assert not out.exists()

@@ -312,17 +312,6 @@ _CALLABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _url(value: str) -> str | None:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{value!r} is not an http:// or https:// URL with a host"
-    if parts.username or parts.password:
-        return "a URL may not carry credentials: name an environment variable in token_env"
-    return None
-
-
 @dataclass(frozen=True)
 class ExternalRetriever(Section):
     """One of the user's own retrievers (retrievers/external.py; docs/own-retriever.md): a Python callable
@@ -331,7 +320,7 @@ class ExternalRetriever(Section):
     # dependency, so editing anything in it (module, config, index) reruns this retriever's stages only
     path: str = param(rule=lambda value: None if value.strip() else "expected a path")
     callable: str | None = param(None, rules.matches(_CALLABLE, "module:function (e.g. my_search:search)"))
-    url: str | None = param(None, _url)  # POST {"k", "queries": [{"id", "text"}]} (docs/own-retriever.md)
+    url: str | None = param(None, rules.http_url)  # POST {"k", "queries": [{"id", "text"}]} (docs/own-retriever.md)
     k: int | None = param(None, POSITIVE)  # documents asked per query (null: retrieve.depth)
     batch_size: int = param(1, POSITIVE)  # queries per call
     concurrency: int = param(1, POSITIVE)  # calls in flight at once (threads)

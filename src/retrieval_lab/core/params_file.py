@@ -277,6 +277,9 @@ def _key_line(path: Path, where: str) -> int | None:
     return line
 
 
+_CREDENTIALS = re.compile(r"(?<=://)[^/?#\s]*@")  # the user:password@ of a URL
+
+
 def _located(exc: InputError, path: Path, overrides: list[str]) -> InputError:
     """Blame the ``--set`` that supplied the bad value, else the params file's line of the key."""
     where = exc.field or ""
@@ -285,6 +288,7 @@ def _located(exc: InputError, path: Path, overrides: list[str]) -> InputError:
         # the bad value is the override's, inside it, or the setting it turned into a mapping
         if where == key or where.startswith((key + ".", key + "[")) or key.startswith(where + "."):
             shown = text.encode("unicode_escape").decode("ascii")  # a newline in the value stays on the one line
+            shown = _CREDENTIALS.sub("***@", shown)  # a URL's user:password never reaches a message
             shown = shown if len(shown) <= 120 else shown[:117] + "..."  # a 5,000-digit value is not echoed whole
             return InputError(f"{exc.reason} (from --set {shown})", field=where)
     line = _key_line(path, where) if path.exists() and where else None

@@ -65,6 +65,7 @@ from ..core.errors import InputError
 from ..core.params import ExternalRetriever as ExternalSpec
 from ..core.params import Params
 from ..core.parse import json_loads
+from ..core.rules import http_url
 from ..latency import Timing
 from ..runs import Run
 
@@ -284,7 +285,12 @@ class _HttpBackend:
                 location = response.getheader("Location")
                 if not location:
                     raise _CallFailed(f"HTTP {response.status} without a Location")
-                target = urljoin(url, location)
+                try:
+                    target = urljoin(url, location)
+                except ValueError:  # an unclosed [ of an IPv6 host
+                    target = "["
+                if (why := http_url(target)) is not None:  # a port past 65535, credentials, not http: not followed
+                    raise _CallFailed(f"redirected to an invalid URL ({why}): not followed")
                 if _origin(target) != _origin(self.spec.url):
                     raise _CallFailed(f"redirected to another origin ({_origin_text(target)}): not followed, so "
                                       f"nothing (no credential) leaves {_origin_text(self.spec.url)}")
