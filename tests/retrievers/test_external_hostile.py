@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from urllib.parse import quote, unquote
 
 import pytest
@@ -98,4 +99,43 @@ def test_a_redirect_to_an_invalid_url_fails_its_query_saying_so(tmp_path, capsys
         code, out, _ = _retrieve(tmp_path, beir, params, "svc")
     err = capsys.readouterr().err
     assert code == 2 and "q1: redirected to an invalid URL (" in err and "while its answer was read" not in err, err
+    assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- S6: the deadline in every framing
+
+
+def _trickle(head: bytes):
+    """A handler sending ``head`` then a byte every 50 ms for up to 8 s (or until the client hangs up)."""
+    def answer(handler, request):
+        handler.close_connection = True
+        try:
+            handler.wfile.write(head)
+            started = time.monotonic()
+            while time.monotonic() - started < 8:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+                time.sleep(0.05)
+        except OSError:  # the client hung up: the deadline did its work
+            pass
+    return answer
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n",  # no length: the body ends when the socket does
+    b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 100000\r\n\r\n",
+    b"HTTP/1.0 200 OK\r\nContent-Length: 100000\r\n\r\n",
+])
+def test_the_deadline_holds_for_a_body_that_closes_the_connection(tmp_path, capsys, monkeypatch, head):
+    # before: http.client hands such a response the socket and forgets it (conn.sock = None), so the watchdog had
+    # nothing to shut: a trickling body took 52 s with timeout 2, an endless HTTP/1.0 one never stopped
+    monkeypatch.setenv("SEARCH_TOKEN", TOKEN)
+    began = time.monotonic()
+    with serve(_trickle(head)) as server:
+        beir, params = _http(tmp_path, server, timeout=0.5, concurrency=4)
+        code, out, _ = _retrieve(tmp_path, beir, params, "svc")
+    took = time.monotonic() - began
+    err = capsys.readouterr().err
+    assert code == 2 and "q1: timed out after 0.5 s" in err, err
+    assert took < 3, took  # 4 queries at once, 0.5 s each
     assert not out.exists()

@@ -261,12 +261,15 @@ class _HttpBackend:
             headers = {"Content-Type": "application/json", "Accept": "application/json"}
             if self.token is not None and _origin(url) == _origin(self.spec.url):  # never to another origin
                 headers["Authorization"] = f"Bearer {self.token}"
-            expired = threading.Event()
-            watchdog = threading.Timer(left, _close_at_deadline, (conn, expired))
+            expired, sockets = threading.Event(), []
+            watchdog = threading.Timer(left, _close_at_deadline, (conn, sockets, expired))
             watchdog.daemon = True
             watchdog.start()
             try:
                 conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body, headers)
+                # an answer that will close the connection (HTTP/1.0, Connection: close) takes the socket along and
+                # getresponse forgets it (conn.sock = None): the watchdog keeps its own hold on it
+                sockets.append(conn.sock)
                 response = conn.getresponse()
                 data = _read_body(response, deadline)
             except _BadAnswer:
@@ -323,15 +326,16 @@ class _Deadline(Exception):
     """The attempt's deadline passed while its body was still coming."""
 
 
-def _close_at_deadline(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
-    """The watchdog: mark the attempt expired and shut its socket, waking a read blocked on it."""
+def _close_at_deadline(conn: http.client.HTTPConnection, sockets: list, expired: threading.Event) -> None:
+    """The watchdog: mark the attempt expired and shut its socket, waking a read blocked on it (the connection's,
+    or the one its response took: whatever the body's framing, a read on it returns)."""
     expired.set()
-    sock = conn.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+    for sock in (conn.sock, *sockets):
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def _read_body(response: http.client.HTTPResponse, deadline: float) -> bytes:
