@@ -7,12 +7,16 @@ folder (test_external_accounting.py holds the helpers and issue 52's cases).
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from urllib.parse import quote, unquote
 
 import pytest
-from retrievers.test_external_accounting import TOKEN, _http, _reply, _retrieve, serve
+from command_runner import run_command
+from retrievers.test_external_accounting import TOKEN, _http, _reply, _retrieve, _setup, serve
+
+from retrieval_lab.runs import read_run
 
 
 def test_a_number_of_5000_digits_in_an_answer_is_a_bad_answer_in_one_line(tmp_path, capsys, monkeypatch):
@@ -139,3 +143,59 @@ def test_the_deadline_holds_for_a_body_that_closes_the_connection(tmp_path, caps
     assert code == 2 and "q1: timed out after 0.5 s" in err, err
     assert took < 3, took  # 4 queries at once, 0.5 s each
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- S7: a callable that moves the process
+
+CHDIR_MODULE = '''
+import os
+
+
+def moves(texts, k, ids):
+    if ids[0] == "q2":
+        os.chdir(os.environ["ELSEWHERE"])
+    return [[f"d{q[1:]}"] for q in ids]
+'''
+
+
+@pytest.mark.parametrize("max_failed", [0.25, 0.0])
+def test_a_callable_that_changes_the_working_folder_fails_its_query_and_the_files_land_where_checked(
+        tmp_path, capsys, monkeypatch, max_failed):
+    # before: os.chdir in the user's function made the run and the timing land in the other folder (replacing a
+    # file of the user's there) while the message named ./out
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "out").mkdir(parents=True)
+    (elsewhere / "out" / "o.trec").write_text("the user's own file\n")
+    monkeypatch.setenv("ELSEWHERE", str(elsewhere))
+    beir, params = _setup(tmp_path, {"m": {"path": str(tmp_path / "code"), "callable": "acct_mod:moves",
+                                           "max_failed": max_failed}}, CHDIR_MODULE)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    code = run_command("retrieve", ["--retriever", "external", "--external", "m", "--dataset", str(beir),
+                                    "--output", "out/o.trec", "--timing", "out/t.json", "--params", str(params)])
+    err = capsys.readouterr().err
+    assert os.getcwd() == str(tmp_path)
+    assert (elsewhere / "out" / "o.trec").read_text() == "the user's own file\n"
+    assert sorted(p.name for p in elsewhere.rglob("*")) == ["o.trec", "out"]
+    if max_failed:
+        assert code == 0, err
+        failures = json.loads((tmp_path / "out" / "t.json").read_text())["calls"]["failures"]
+        assert failures == {"q2": f"changed the working folder (to {elsewhere}); set back"}
+        assert set(read_run(tmp_path / "out" / "o.trec")) == {"q1", "q3", "q4"}
+    else:
+        assert code == 2 and "q2: changed the working folder" in err, err
+        assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_module_that_changes_the_working_folder_on_import_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ELSEWHERE", str(tmp_path / "code"))
+    beir, params = _setup(tmp_path, {"m": {"path": str(tmp_path / "code"), "callable": "acct_imp:moves"}},
+                          CHDIR_MODULE)
+    (tmp_path / "code" / "acct_imp.py").write_text("import os\nos.chdir(os.environ['ELSEWHERE'])\n"
+                                                   "def moves(texts, k):\n    return [[] for _ in texts]\n")
+    monkeypatch.chdir(tmp_path)
+    code = run_command("retrieve", ["--retriever", "external", "--external", "m", "--dataset", str(beir),
+                                    "--output", "o.trec", "--timing", "t.json", "--params", str(params)])
+    err = capsys.readouterr().err
+    assert code == 2 and "field 'external.m.callable': importing 'acct_imp' changed the working folder" in err, err
+    assert os.getcwd() == str(tmp_path) and not (tmp_path / "o.trec").exists()

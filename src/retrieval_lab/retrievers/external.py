@@ -23,7 +23,9 @@ never sent to another origin (scheme, host, port): a redirect there is not follo
 Accounting: every query sent ends answered or failed. Whatever the user's code raises on a call
 (``SystemExit`` and ``sys.exit()`` included, or a list whose iteration raises) fails that call's
 queries; only ``KeyboardInterrupt`` stops the run, and the command exits non-zero with nothing written.
-A run whose answered and failed queries do not add up to the queries sent is refused.
+A run whose answered and failed queries do not add up to the queries sent is refused. A call that changes the
+working folder (``os.chdir``) fails its queries, the folder set back (an import that does is refused); the command
+writes its files where it checked them.
 
 HTTP: one attempt's deadline (``timeout``) covers connecting, the headers and the whole body, read in
 chunks on the calling thread (a watchdog closes the socket at the deadline): an endless body stops,
@@ -132,7 +134,11 @@ class _CallableBackend:
             raise InputError("no such file or folder", spec.path, field=f"external.{name}.path")
         folder = str((root if root.is_dir() else root.parent).resolve())
         module_name, function_name = spec.callable.split(":")
+        self.home = os.getcwd()  # where every relative path of the command was checked
         module = _import_from(folder, module_name, field)
+        if (moved := _moved_from(self.home)) is not None:
+            raise InputError(f"importing {module_name!r} changed the working folder ({moved}); set back: a "
+                             "retriever must not move the command's files", field=field)
         fn = getattr(module, function_name, None)
         if not callable(fn):
             raise InputError(f"{module_name!r} has no function {function_name!r}", field=field)
@@ -162,6 +168,10 @@ class _CallableBackend:
             raise
         except BaseException as exc:  # noqa: BLE001  the user's function raised (SystemExit too): its queries fail
             raise _CallFailed(f"raised {type(exc).__name__}: {_one_line(exc)}") from None
+        finally:
+            moved = _moved_from(self.home)
+        if moved is not None:  # the process's working folder is every thread's: the answer cannot be trusted either
+            raise _CallFailed(f"changed the working folder ({moved}); set back")
         try:  # the answer is the user's object: its len() or iteration may raise too
             if not isinstance(answer, (list, tuple)) or len(answer) != len(texts):
                 got = f"{len(answer)} items" if isinstance(answer, (list, tuple)) else type(answer).__name__
@@ -172,6 +182,19 @@ class _CallableBackend:
             raise
         except BaseException as exc:  # noqa: BLE001
             raise _CallFailed(f"its answer raised {type(exc).__name__} when read: {_one_line(exc)}") from None
+
+
+def _moved_from(home: str) -> str | None:
+    """None while the working folder is ``home``; else where the user's code moved it (``os.chdir``), after setting
+    it back, so that the command writes where it checked."""
+    try:
+        now = os.getcwd()
+    except OSError:  # moved into a folder since removed
+        now = "a folder since removed"
+    if now == home:
+        return None
+    os.chdir(home)
+    return f"to {now}"
 
 
 _IMPORTED: dict[str, str] = {}  # module name -> the folder this module imported it from
