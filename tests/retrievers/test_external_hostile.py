@@ -199,3 +199,54 @@ def test_a_module_that_changes_the_working_folder_on_import_is_refused(tmp_path,
     err = capsys.readouterr().err
     assert code == 2 and "field 'external.m.callable': importing 'acct_imp' changed the working folder" in err, err
     assert os.getcwd() == str(tmp_path) and not (tmp_path / "o.trec").exists()
+
+
+# ----------------------------------------------------------------------------- S8: an exception that cannot be shown
+
+UNPRINTABLE_MODULE = '''
+class Unprintable(Exception):
+    def __str__(self):  # the error formatting it raises is as unprintable as itself
+        raise Unprintable()
+
+
+class NotText(Exception):
+    def __str__(self):
+        return 42
+
+
+def raises(texts, k, ids):
+    if ids[0] == "q2":
+        raise Unprintable()
+    if ids[0] == "q3":
+        raise NotText()
+    return [[f"d{q[1:]}"] for q in ids]
+
+
+def imports_badly(texts, k):
+    return []
+
+
+'''
+
+
+def test_an_exception_whose_message_raises_fails_its_query_without_a_traceback(tmp_path, capsys):
+    # before: formatting the reason raised again on the worker thread: a thread traceback, and the run refused as
+    # having lost q2
+    beir, params = _setup(tmp_path, {"u": {"path": str(tmp_path / "code"), "callable": "acct_mod:raises",
+                                           "max_failed": 0.5}}, UNPRINTABLE_MODULE)
+    code, out, timing = _retrieve(tmp_path, beir, params, "u")
+    printed = capsys.readouterr()
+    assert code == 0 and "Traceback" not in printed.err, printed.err
+    assert json.loads(timing.read_text())["calls"]["failures"] == {
+        "q2": "raised Unprintable: <its message could not be read: Unprintable>",
+        "q3": "raised NotText: <its message could not be read: TypeError>"}
+    assert set(read_run(out)) == {"q1", "q4"}
+
+
+def test_a_module_raising_an_unprintable_exception_on_import_is_one_line(tmp_path, capsys):
+    beir, params = _setup(tmp_path, {"u": {"path": str(tmp_path / "code"), "callable": "acct_mod:raises"}},
+                          UNPRINTABLE_MODULE + "raise Unprintable()\n")
+    code, out, _ = _retrieve(tmp_path, beir, params, "u")
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "importing 'acct_mod' raised Unprintable: <its message could not be read: Unprintable>" in err, err

@@ -95,8 +95,20 @@ class _BadAnswer(Exception):
         self.field = field
 
 
-def _one_line(text: str) -> str:
-    line = " ".join(str(text).split())
+def _text_of(obj) -> str:
+    """``str(obj)``, or a note saying it could not be had: the user's exception may be one whose ``__str__`` raises
+    (or returns no string), and its message must not become a traceback of ours."""
+    try:
+        text = str(obj)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001  SystemExit included: a message is not worth the process
+        return f"<its message could not be read: {type(exc).__name__}>"
+    return text
+
+
+def _one_line(text) -> str:
+    line = " ".join(_text_of(text).split())
     return line if len(line) <= _REASON_CHARS else line[:_REASON_CHARS - 3] + "..."
 
 
@@ -300,7 +312,7 @@ class _HttpBackend:
             except (OSError, http.client.HTTPException, _Deadline) as exc:
                 if expired.is_set() or isinstance(exc, (TimeoutError, _Deadline)):
                     raise _CallFailed(f"timed out after {self.spec.timeout:g} s", retry=True) from None
-                raise _CallFailed(f"connection failed ({type(exc).__name__}: {_one_line(self.redact(str(exc)))})",
+                raise _CallFailed(f"connection failed ({type(exc).__name__}: {_one_line(self.redact(_text_of(exc)))})",
                                   retry=True) from None
             finally:
                 watchdog.cancel()
@@ -590,7 +602,7 @@ class ExternalRetriever:
                     fail(batch, "interrupted")
                     return
                 except BaseException as exc:  # noqa: BLE001  anything else fails the batch: every query counted
-                    fail(batch, f"{type(exc).__name__} while its answer was read: {_one_line(redact(str(exc)))}")
+                    fail(batch, f"{type(exc).__name__} while its answer was read: {_one_line(redact(_text_of(exc)))}")
 
         start = time.perf_counter()
         threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(self.spec.concurrency, len(qids)))]
