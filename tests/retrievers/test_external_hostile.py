@@ -246,7 +246,7 @@ def test_an_exception_whose_message_raises_fails_its_query_without_a_traceback(t
 def test_a_module_raising_an_unprintable_exception_on_import_is_one_line(tmp_path, capsys):
     beir, params = _setup(tmp_path, {"u": {"path": str(tmp_path / "code"), "callable": "acct_mod:raises"}},
                           UNPRINTABLE_MODULE + "raise Unprintable()\n")
-    code, out, _ = _retrieve(tmp_path, beir, params, "u")
+    code, _, _ = _retrieve(tmp_path, beir, params, "u")
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "importing 'acct_mod' raised Unprintable: <its message could not be read: Unprintable>" in err, err
