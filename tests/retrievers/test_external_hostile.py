@@ -250,3 +250,41 @@ def test_a_module_raising_an_unprintable_exception_on_import_is_one_line(tmp_pat
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "importing 'acct_mod' raised Unprintable: <its message could not be read: Unprintable>" in err, err
+
+
+# ----------------------------------------------------------------------------- M3: answers with no document
+
+
+EMPTY_MODULE = '''
+def unknown(texts, k):
+    return [["nope", "nada"] for _ in texts]
+
+
+def empty(texts, k):
+    return [[] for _ in texts]
+
+
+def some(texts, k, ids):
+    return [[] if q != "q3" else ["d3"] for q in ids]
+'''
+
+
+@pytest.mark.parametrize("function, says", [("unknown", "8 ids not in the corpus left out (q1: nope, q1: nada, q2: nope)"),
+                                            ("empty", "0 ids not in the corpus left out, the other lists empty")])
+def test_answers_holding_no_document_of_the_corpus_are_refused(tmp_path, capsys, function, says):
+    # before: exit 0 and a 0-byte run, against docs/own-retriever.md's "no run of no query"
+    beir, params = _setup(tmp_path, {"e": {"path": str(tmp_path / "code"), "callable": f"acct_mod:{function}"}},
+                          EMPTY_MODULE)
+    code, out, timing = _retrieve(tmp_path, beir, params, "e")
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "field 'external.e.callable': no answered query got a document of the corpus (4 answered: " in err, err
+    assert says in err and not out.exists() and not timing.exists()
+
+
+def test_one_query_with_a_document_is_a_run(tmp_path, capsys):
+    beir, params = _setup(tmp_path, {"e": {"path": str(tmp_path / "code"), "callable": "acct_mod:some"}},
+                          EMPTY_MODULE)
+    code, out, _ = _retrieve(tmp_path, beir, params, "e")
+    assert code == 0, capsys.readouterr().err
+    assert read_run(out) == {"q3": {"d3": 1.0}}

@@ -634,8 +634,9 @@ class ExternalRetriever:
         return Collected({q: answers[q] for q in qids if q in answers}, timing, failed, tuple(qids))
 
     def check(self, collected: Collected) -> None:
-        """Refuse a run that lost a query (answered + failed != sent), that answered none, or whose failed share
-        exceeds ``max_failed`` (one line, the first failures named)."""
+        """Refuse a run that lost a query (answered + failed != sent), that answered none, whose answers hold no
+        document of the corpus (ids it does not have, or empty lists: an empty run), or whose failed share exceeds
+        ``max_failed`` (one line, the first failures named)."""
         lost = collected.lost()
         if lost:
             raise InputError(f"{len(lost)} of {len(collected.sent)} queries sent were neither answered nor failed "
@@ -645,6 +646,13 @@ class ExternalRetriever:
             first = "; ".join(f"{q}: {why}" for q, why in sorted(collected.failed.items())[:3])
             raise InputError(f"no query was answered ({len(collected.failed)} failed): {first}; no run written",
                              field=self._field("max_failed"))
+        if collected.run and not any(collected.run.values()):  # an empty run file would pass for a measured one
+            calls = collected.timing.calls or {}
+            examples = ", ".join(f"{q}: {d}" for q, d in (calls.get("unknown_id_examples") or [])[:3])
+            raise InputError(f"no answered query got a document of the corpus ({len(collected.run)} answered: "
+                             f"{calls.get('unknown_ids', 0)} ids not in the corpus left out"
+                             f"{f' ({examples})' if examples else ''}, the other lists empty); no run written",
+                             field=self._field("url" if self.backend.kind == "http" else "callable"))
         if collected.failed_share <= self.spec.max_failed:
             return
         first = "; ".join(f"{q}: {why}" for q, why in sorted(collected.failed.items())[:3])
