@@ -14,7 +14,10 @@ To add a setting: one field here (type, default, rule) and the same key in param
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 import re
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,8 +57,54 @@ def param(default: Any = dataclasses.MISSING, rule: Callable[[Any], str | None] 
     return field(default=default, metadata={"rule": rule})
 
 
+def value_problem(value: Any, tp: Any) -> str | None:
+    """Why ``value`` is not of the annotation ``tp`` as a params file must give it, or None: an integer is no bool,
+    a float a finite real number (an integer too), a list or mapping holds such items. The schema's type half,
+    applied to a value from a file and to one from code alike (``rl.BM25(k1=float("nan"))``)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [option for option in typing.get_args(tp) if option is not type(None)]
+        return None if value is None else value_problem(value, inner)
+    if origin is list:
+        if not isinstance(value, list):
+            return f"expected a list, got {type(value).__name__}"
+        return next((f"item {i}: {why}" for i, v in enumerate(value)
+                     if (why := value_problem(v, typing.get_args(tp)[0]))), None)
+    if origin is dict:
+        if not isinstance(value, dict):
+            return f"expected a mapping, got {type(value).__name__}"
+        return next((f"{k}: {why}" for k, v in value.items() if (why := value_problem(v, typing.get_args(tp)[1]))),
+                    None)
+    if tp is int:  # NumPy's integers are integers; a bool is not one
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return f"expected an integer, got {_shown(value)}"
+        return None
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return f"expected a number, got {_shown(value)}"
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        return None if math.isfinite(number) else f"expected a finite number, got {number}"
+    if isinstance(tp, type) and not isinstance(value, tp):
+        return f"expected {'a mapping' if dataclasses.is_dataclass(tp) else tp.__name__}, got {_shown(value)}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1000:
+        return "an integer of over 300 digits"  # repr() of one over 4,300 digits raises
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_HINTS: dict[type, dict[str, Any]] = {}  # a section's field types, read once
+
+
 class Section:
-    """A params dataclass that refuses a value breaking its field's rule when it is built.
+    """A params dataclass that refuses a value breaking its field's type or rule when it is built, from a file or
+    in code.
 
     ``KEY`` is the section's dotted key (``train.variants.*`` for a variant), set below
     :class:`Params`, so that an error names the whole key (``tokenizer.pattern``).
@@ -64,9 +113,13 @@ class Section:
     KEY: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
+        hints = _HINTS.get(type(self)) or _HINTS.setdefault(type(self), typing.get_type_hints(type(self)))
         for f in dataclasses.fields(self):
             rule, value = f.metadata.get("rule"), getattr(self, f.name)
-            if rule is not None and value is not None and (why := rule(value)) is not None:
+            why = value_problem(value, hints[f.name])
+            if why is None and rule is not None and value is not None:
+                why = rule(value)
+            if why is not None:
                 raise InputError(why, field=f"{self.KEY}.{f.name}" if self.KEY else f.name)
 
 

@@ -9,7 +9,6 @@ command line and the pipeline cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import types
 import typing
@@ -19,7 +18,7 @@ from typing import Any
 import yaml
 
 from .errors import InputError
-from .params import Params
+from .params import Params, value_problem
 from .parse import check_yaml_numbers
 from .rules import NAME
 
@@ -31,19 +30,10 @@ def _type_name(tp) -> str:
 
 
 def _coerce_number(value: Any, tp, where: str, source: str) -> Any:
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"expected an integer, got {value!r}", source, field=where)
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"expected a number, got {value!r}", source, field=where)
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond the float range
-        number = math.inf
-    if not math.isfinite(number):  # YAML .nan, .inf, 1.0e999: every range check would let NaN through
-        raise InputError(f"expected a finite number, got {number}", source, field=where)
-    return number
+    # the schema's own type rule (YAML .nan, .inf, 1.0e999 are refused: every range check would let NaN through)
+    if (why := value_problem(value, tp)) is not None:
+        raise InputError(why, source, field=where)
+    return value if tp is int else float(value)
 
 
 def _coerce(value: Any, tp, where: str, source: str) -> Any:
