@@ -429,3 +429,17 @@ def test_a_good_url_is_accepted():
 
     for url in ("http://127.0.0.1:8080/search?x=1", "https://[::1]:443/s", "http://search.internal/s"):
         assert ExternalRetriever(path=".", url=url).url == url
+
+
+@pytest.mark.parametrize("overrides, field, other", [
+    (["dense.models.BM25=builtin"], "dense.models.BM25", "bm25"),  # hostile M2: the same file on macOS
+    (["dense.models.Dense-FT-hard=builtin"], "dense.models.Dense-FT-hard", "dense-ft-hard"),
+    (["train.variants.Hard.negatives=hard"], "train.variants.Hard", "dense-ft-hard"),
+    (["external.Dense.path=.", "external.Dense.callable=m:f"], "external.Dense", "dense"),
+])
+def test_run_names_differing_only_in_case_are_refused(tmp_path, monkeypatch, overrides, field, other):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("train:\n  variants:\n    hard: {negatives: hard}\n", encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        load_params(None, overrides)
+    assert info.value.field == field and f"({other!r}: names differing only in case" in str(info.value)

@@ -427,15 +427,20 @@ ExternalRetriever.KEY = "external.*"
 
 
 def _check_models(params: Params) -> None:
-    """dense.models: run names no other retriever takes, and train.base among them."""
-    taken = {"bm25", "lsa", *(f"dense-ft-{v}" for v in params.train.variants),
-             *(f"fused-{m}" for m in params.fusion.methods)}  # dvc.yaml's other run names
-    for name in params.dense.models:
-        if name in taken:
-            raise InputError(f"run name {name!r} is another retriever's", field=f"dense.models.{name}")
-    for name in params.external:
-        if name in taken or name in params.dense.models:
-            raise InputError(f"run name {name!r} is another retriever's", field=f"external.{name}")
+    """Run names no two retrievers share, compared case-blind (runs/<dataset>/BM25.trec is bm25.trec on macOS's
+    and Windows' file systems), and train.base among dense.models."""
+    # dvc.yaml's run names, each with the key that makes it: the built-in ones first, then dense.models, external
+    runs = [("bm25", None), ("lsa", None), *((f"dense-ft-{v}", f"train.variants.{v}") for v in params.train.variants),
+            *((f"fused-{m}", f"fusion.methods.{m}") for m in params.fusion.methods),
+            *((name, f"dense.models.{name}") for name in params.dense.models),
+            *((name, f"external.{name}") for name in params.external)]
+    seen: dict[str, str] = {}  # the name lowercased -> the name as given first
+    for name, where in runs:
+        if (other := seen.get(name.lower())) is not None:
+            raise InputError(f"run name {name!r} is another retriever's" + ("" if other == name else
+                             f" ({other!r}: names differing only in case are one file on macOS and Windows)"),
+                             field=where)
+        seen[name.lower()] = name
     if params.train.base not in params.dense.models:
         raise InputError(f"{params.train.base!r} is not a model under dense.models "
                          f"(names: {', '.join(params.dense.models) or 'none'})", field="train.base")
