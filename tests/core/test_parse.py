@@ -12,7 +12,16 @@ import pytest
 from beir_fixtures import write_beir
 from command_runner import run_command
 
-from retrieval_lab import comparison, latency, mining, model_files, negatives, page, pipeline_names
+from retrieval_lab import (
+    comparison,
+    latency,
+    mining,
+    model_files,
+    negatives,
+    page,
+    pipeline_names,
+    reproducibility,
+)
 from retrieval_lab.core import fingerprint
 from retrieval_lab.core.data import Dataset, read_corpus, read_queries
 from retrieval_lab.core.errors import InputError
@@ -99,7 +108,14 @@ def _embeddings_report(tmp_path):
     return read, path, 3, "documents"
 
 
-READERS = {f.__name__[1:]: f for f in (_per_query, _timing, _bm25_index, _fingerprint, _lock, _model_config,
+def _metrics_drift(tmp_path):
+    for side in ("committed", "produced"):
+        _json_file(tmp_path / side / "bm25.json", '{"queries_evaluated": 3,\n "nDCG@10":\n 0.5}')
+    path = _json_file(tmp_path / "produced" / "bm25.json", '{"queries_evaluated": 3,\n "nDCG@10":\n BIG}')
+    return (lambda: reproducibility.drift(tmp_path / "committed", tmp_path / "produced")), path, 3, "nDCG@10"
+
+
+READERS = {f.__name__[1:]: f for f in (_metrics_drift, _per_query, _timing, _bm25_index, _fingerprint, _lock, _model_config,
                                         _mining_audit, _split, _page_file, _committed_block, _embeddings_report)}
 
 
