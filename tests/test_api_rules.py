@@ -303,3 +303,57 @@ def test_each_writer_replaces_its_own_kind(col):
     rl.write_beir(col / "out", CORPUS, QUERIES, {"test": QRELS})  # its own folder (marked): replaced whole
     assert rl.read_run(col / "notes.txt") == rl.read_run(col / "run.trec")
     assert (col / "free.txt").read_text() == "a note no reader takes\n"
+
+
+# ----------------------------------------------------------------------------- hostile S12: settings from code
+
+OTHER = {"q2": {"d1": 2.0, "d2": 1.0}, "q3": {"d3": 3.0, "d1": 1.0}}
+# API setting -> (the call with the value, the params key the CLI reads it from)
+SETTINGS = {
+    "BM25.k1": (lambda v: rl.BM25(k1=v).index(CORPUS).search(QUERIES, k=5), "bm25.k1"),
+    "BM25.b": (lambda v: rl.BM25(b=v).index(CORPUS).search(QUERIES, k=5), "bm25.b"),
+    "fuse.value.rrf": (lambda v: rl.fuse([GOOD, OTHER], "rrf", value=v), "fusion.methods.rrf.value"),
+    "fuse.value.weighted": (lambda v: rl.fuse([GOOD, OTHER], "weighted", value=v), "fusion.methods.weighted.value"),
+    "compare.family_level": (lambda v: rl.compare(QRELS, GOOD, OTHER, ["nDCG@10"], family_level=v, permutations=10),
+                             "evaluate.ci_level"),
+    "compare.permutations": (lambda v: rl.compare(QRELS, GOOD, OTHER, ["nDCG@10"], permutations=v),
+                             "evaluate.permutations"),
+    "compare.seed": (lambda v: rl.compare(QRELS, GOOD, OTHER, ["nDCG@10"], permutations=10, seed=v),
+                     "evaluate.seed"),
+}
+# value -> its YAML for --set
+VALUES = {"nan": (math.nan, ".nan"), "inf": (math.inf, ".inf"), "-inf": (-math.inf, "-.inf"), "true": (True, "true"),
+          "negative": (-1.0, "-1.0"), "text": ("x", "x"), "half": (0.5, "0.5"), "two": (2, "2")}
+
+
+def _cli_reason(key: str, text: str) -> str | None:
+    """Why the CLI refuses ``--set key=text`` (the schema when params load; a fusion value also the method's rule, as
+    `fuse` applies it), or None."""
+    from retrieval_lab import fusion
+    from retrieval_lab.core.params_file import load_params
+
+    try:
+        params = load_params(None, [f"{key}={text}"])
+        if key.startswith("fusion."):
+            fusion._settings(key.split(".")[2], params.fusion)
+    except rl.InputError as exc:
+        return exc.reason.split(" (from --set")[0]
+    return None
+
+
+@pytest.mark.parametrize("value", list(VALUES))
+@pytest.mark.parametrize("setting", list(SETTINGS))
+def test_a_setting_given_in_code_is_refused_exactly_when_the_cli_refuses_it(setting, value, tmp_path, monkeypatch):
+    # before: rl.BM25(k1=nan) returned every query with no document, rl.fuse(..., "rrf", value=inf) scored every
+    # document 0.0, rl.fuse(..., "weighted", value=True) fused; rl.compare took a NaN level
+    monkeypatch.chdir(tmp_path)  # no params.yaml: the defaults, as the API's
+    call, key = SETTINGS[setting]
+    python_value, text = VALUES[value]
+    reason = _cli_reason(key, text)
+    if reason is None:
+        call(python_value)
+        return
+    with pytest.raises(rl.InputError) as caught:
+        call(python_value)
+    # the same words; a params file hands a float setting 2 as 2.0, code as 2
+    assert caught.value.reason == reason.replace("got 2.0", "got 2"), (str(caught.value), reason)

@@ -22,6 +22,7 @@ from . import stats
 from .core.atomic import check_whole
 from .core.data import require_file
 from .core.errors import InputError
+from .core.parse import json_loads
 from .latency import LatencyRow, markdown_rows, read_summary
 from .metrics import Coverage, measure_run, parse_measure
 from .report_files import PER_QUERY
@@ -176,7 +177,7 @@ class RunsComparison:
 def per_query_measures(text: str, source: str) -> dict[str, dict]:
     """query id -> its entry (``measures``, ``first_positive_rank``, ...) of an evaluate stage's per_query.json."""
     try:
-        queries = json.loads(text)["queries"]
+        queries = json_loads(text, source)["queries"]
         if not isinstance(queries, dict):
             raise TypeError("'queries' is not a mapping")
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
@@ -362,10 +363,13 @@ def compare_runs(qrels: dict, base_run: dict, head_run: dict, measures: list[str
         checks.check_run(run, which)
         checks.check_overlap(qrels, run, name=which)
 
-    defaults = EvaluateParams()
-    family_level = defaults.ci_level if family_level is None else family_level
-    permutations = defaults.permutations if permutations is None else permutations
-    seed = defaults.seed if seed is None else seed
+    given = {"ci_level": family_level, "permutations": permutations, "seed": seed}
+    try:  # the schema's rules for evaluate.ci_level, .permutations and .seed, as compare-runs reads them
+        settings = replace(EvaluateParams(), **{key: v for key, v in given.items() if v is not None})
+    except InputError as exc:
+        names = {f"evaluate.{key}": arg for key, arg in zip(given, ("family_level", "permutations", "seed"))}
+        raise InputError(exc.reason, field=names.get(exc.field, exc.field)) from None
+    family_level, permutations, seed = settings.ci_level, settings.permutations, settings.seed
     measures = list(dict.fromkeys(measures))
     base, head = measure_run(qrels, base_run, measures), measure_run(qrels, head_run, measures)
     rows = compare_family([(_values(base.per_query, m), _values(head.per_query, m)) for m in measures],

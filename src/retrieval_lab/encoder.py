@@ -8,7 +8,6 @@ folder" every dense consumer reads (:func:`load_embeddings`).
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from .core.atomic import atomic_path, write_json
 from .core.data import require_file
 from .core.errors import InputError
 from .core.params import DenseParams
+from .core.parse import json_loads
 from .model_files import check_loadable, resolve_model
 
 DOC_EMBEDDINGS, DOC_IDS = "doc_embeddings.npy", "doc_ids.txt"
@@ -395,5 +395,5 @@ def load_embeddings(directory: str | Path, documents_mapped: bool = False) -> Em
         raise InputError(f"query dimension {queries.shape[1]} differs from document dimension "
                          f"{docs.shape[1]}", str(directory / QUERY_EMBEDDINGS))
     report_path = directory / REPORT
-    report = json.loads(report_path.read_text(encoding="utf-8")) if report_path.is_file() else {}
+    report = json_loads(report_path.read_text(encoding="utf-8"), str(report_path)) if report_path.is_file() else {}
     return Embeddings(doc_ids, docs, query_ids, queries, report)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .core.errors import InputError
+from .core.parse import json_loads
 
 PERCENTILES = (50, 95, 99)
 SUMMARY = ("queries", "concurrency", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "qps")  # numbers of a summary
@@ -92,7 +93,7 @@ class Timing:
 def read_summary(path: str | Path) -> dict:
     """The summary of a file ``retrieve --timing`` wrote; a file that is not one is a one-line error naming it."""
     try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        obj = json_loads(Path(path).read_text(encoding="utf-8"), str(path))
         summary = obj["summary"]
         for key in SUMMARY:
             if not isinstance(summary[key], (int, float)):
@@ -108,7 +109,7 @@ def read_timing(path: str | Path) -> Timing:
     """A file ``retrieve --timing`` wrote; one that is not one is a one-line error naming it."""
     read_summary(path)  # the summary's numbers checked, with its error
     try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        obj = json_loads(Path(path).read_text(encoding="utf-8"), str(path))
         timing = Timing.from_json(obj)
         if not isinstance(timing.seconds, dict) or not isinstance(timing.machine, dict):
             raise TypeError("'seconds' and 'machine' must be objects")

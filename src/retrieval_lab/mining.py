@@ -32,6 +32,7 @@ from pathlib import Path
 from .core.data import SPLIT_FILE, Dataset, positives
 from .core.errors import InputError
 from .core.params import MineParams
+from .core.parse import json_loads
 from .negatives import Candidate, MinedQuery, read_negatives, write_mined
 from .runs import Run, ranked
 
@@ -68,7 +69,7 @@ def split_mode(dataset: Dataset) -> str:
     if not path.exists():
         return "unknown"
     try:
-        mode = json.loads(path.read_text(encoding="utf-8")).get("mode")
+        mode = json_loads(path.read_text(encoding="utf-8"), str(path)).get("mode")
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as exc:
         raise InputError(f"unreadable split file ({exc})", str(path)) from None
     if not isinstance(mode, str):

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 from .core.errors import InputError
+from .core.parse import json_loads
 
 LOCK_KEYS = ("name", "revision", "source", "files")
 BUILTIN = "builtin"  # the lock shipped inside the package
@@ -41,7 +42,7 @@ def read_lock(lock_path: str | Path) -> dict:
     if not lock_path.is_file():
         raise InputError("lock file not found", str(lock_path))
     try:
-        lock = json.loads(lock_path.read_text(encoding="utf-8"))
+        lock = json_loads(lock_path.read_text(encoding="utf-8"), str(lock_path))
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON ({exc.msg})", str(lock_path), exc.lineno) from None
     if not isinstance(lock, dict):
@@ -171,7 +172,7 @@ def check_loadable(folder: Path, where: str | None = None, field: str | None = N
         if not path.is_file():
             continue
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))
+            config = json_loads(path.read_text(encoding="utf-8"), str(path))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"{name} is not JSON ({exc})", where, field=field) from None
         if not isinstance(config, dict):

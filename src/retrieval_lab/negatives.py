@@ -12,6 +12,7 @@ from pathlib import Path
 from .core.atomic import atomic_path, write_json
 from .core.data import json_objects
 from .core.errors import InputError
+from .core.parse import json_loads
 
 NEGATIVES_FILE = "negatives.jsonl"
 AUDIT_FILE = "mining-audit.json"
@@ -87,7 +88,7 @@ def read_strategy(negatives_path: str | Path) -> str | None:
     if not audit.is_file():
         return None
     try:
-        return json.loads(audit.read_text(encoding="utf-8")).get("strategy")
+        return json_loads(audit.read_text(encoding="utf-8"), str(audit)).get("strategy")
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON ({exc.msg})", str(audit), exc.lineno) from None
 

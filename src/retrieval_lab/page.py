@@ -51,6 +51,7 @@ from .core.errors import InputError
 from .core.guard import library_output
 from .core.kinds import PAGE
 from .core.params import Params
+from .core.parse import json_loads
 from .diagnosis import CLASSES
 from .report_files import DIAGNOSIS, PER_QUERY
 from .runs import Run, ranked
@@ -320,7 +321,7 @@ def build_page(title: str, summary: Summary, runs: list[RunData], pairs: list[tu
 def _json_file(path: Path, hint: str) -> dict:
     require_file(path, hint)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json_loads(path.read_text(encoding="utf-8"), str(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON ({exc.msg})", str(path), exc.lineno) from None
 

@@ -23,6 +23,7 @@ from . import report_files
 from .core.errors import InputError
 from .core.kinds import NAMES_BEGIN
 from .core.params import Params
+from .core.parse import check_yaml_numbers
 
 BEGIN = NAMES_BEGIN  # the block's first line: also what names --dvc-yaml recognises its file by (core.kinds)
 END = "  # END generated names"
@@ -76,8 +77,10 @@ SHELL_SAFE = re.compile(r"[A-Za-z0-9_./@:+=][A-Za-z0-9_./@:+=-]*")
 
 
 def _check(params: Params) -> None:
-    """Refuse what dvc.yaml cannot take safely: a run name that is one of the pipeline's own files, a model that
-    would be read by the shell, a path holding a DVC interpolation (``${...}``: every dvc command would fail)."""
+    """Refuse what dvc.yaml cannot take safely: a run name that is one of the pipeline's own files (case-blind), a name
+    holding a '.' that dvc.yaml makes a params key of, a model that would be read by the shell, a path holding a DVC
+    interpolation (``${...}``: every dvc command would fail). Run names differing only in case are refused by the
+    schema (core/params.py: _check_models)."""
     runs = {**{name: f"dense.models.{name}" for name in params.dense.models},
             **{name: f"external.{name}" for name in params.external}}
     for name, where in runs.items():
@@ -85,6 +88,14 @@ def _check(params: Params) -> None:
             raise InputError(f"run name {name!r} is taken by a file of the pipeline's own (metrics/<dataset>/"
                              f"{report_files.COMPARE}, reports/<dataset>/compare.md, per_query.json, ...): "
                              "choose another", field=where)
+    # names dvc.yaml makes params keys of (`params: - external.${key}`): DVC reads a '.' in one as a nested key,
+    # and the stage failed only after deleting its outputs
+    keyed = {**runs, **{name: f"train.variants.{name}" for name in params.train.variants},
+             **{name: f"fusion.methods.{name}" for name in params.fusion.methods}}
+    for name, where in keyed.items():
+        if "." in name:
+            raise InputError(f"name {name!r} holds a '.': dvc.yaml's params key {where} would be read by DVC as "
+                             "nested keys; use - or _ instead", field=where)
     for name, spec in params.dense.models.items():
         if not SHELL_SAFE.fullmatch(spec):
             raise InputError(f"{spec!r} reaches encode's shell command in dvc.yaml: a model path may hold letters, "
@@ -147,6 +158,7 @@ def declared(text: str, source: str) -> PipelineNames | None:
     begin, end = _span(text, source)
     block = "\n".join(text.splitlines()[begin + 1:end])
     try:
+        check_yaml_numbers(yaml.compose(block, Loader=yaml.SafeLoader), source, begin + 2)
         data = yaml.safe_load(block)
     except yaml.YAMLError as exc:  # its problem only: PyYAML's full message spans several lines
         mark = getattr(exc, "problem_mark", None)

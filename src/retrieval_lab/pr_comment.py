@@ -23,6 +23,7 @@ from typing import Protocol
 from urllib.parse import quote
 
 from .core.errors import InputError
+from .core.parse import json_loads
 
 MARKER = "<!-- retrieval-lab-report -->"
 MAX_BODY = 65536  # GitHub refuses longer comment bodies
@@ -138,7 +139,7 @@ class GitHubAPI:
         except (TimeoutError, OSError) as exc:  # a connection reset or a timeout while reading the answer
             raise InputError(f"GitHub API {method} {path}: {exc}") from None
         try:
-            return json.loads(raw) if raw else None
+            return json_loads(raw, f"GitHub API {method} {path}") if raw else None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a proxy's HTML page, a truncated answer
             raise InputError(f"GitHub API {method} {path}: the answer is not JSON ({exc})") from None
 

@@ -14,10 +14,10 @@ metrics JSONs and compare's files included, is the same bytes on a rerun on the 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
+from .core.parse import json_loads
 from .metrics import parse_measure
 
 # Stages whose outputs depend only on text and integers: equal bytes on every CPU.
@@ -71,7 +71,7 @@ def drift(committed_dir: str | Path, produced_dir: str | Path, tolerance: float 
         if not all(p.exists() for p in paths):
             problems.append(f"{name}.json: only in {committed_dir if paths[0].exists() else produced_dir}")
             continue
-        before, after = (measure_values(json.loads(p.read_text(encoding="utf-8")), name) for p in paths)
+        before, after = (measure_values(json_loads(p.read_text(encoding="utf-8"), str(p)), name) for p in paths)
         limit = 0.0 if name in exact else tolerance
         for key in sorted(before.keys() | after.keys()):
             if key not in before or key not in after:

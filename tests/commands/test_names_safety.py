@@ -55,6 +55,17 @@ REFUSED = [  # (label, edit, field, words)
      "dense.models.evil", "not begin with -"),
     # accepted before, then every dvc command failed on the interpolation
     ("external path ${...}", _external("mine", "${names.dataset}"), "external.mine.path", "DVC interpolation"),
+    # hostile M1: `params: - external.${key}` read as nested keys; the stage failed after deleting its output
+    ("external a.b", _external("a.b"), "external.a.b", "holds a '.'"),
+    ("model m.v2", lambda p: p["dense"]["models"].update({"m.v2": "models/base.lock.json"}), "dense.models.m.v2",
+     "holds a '.'"),
+    ("variant h.2", lambda p: p["train"]["variants"].update({"h.2": {"negatives": "hard"}}), "train.variants.h.2",
+     "holds a '.'"),
+    # hostile M2: one file with another run's on a case-insensitive file system (refused by the schema)
+    ("model BM25", lambda p: p["dense"]["models"].update(BM25="models/base.lock.json"), "dense.models.BM25",
+     "('bm25': names differing only in case are one file on macOS and Windows)"),
+    ("variant Hard", lambda p: p["train"]["variants"].update(Hard={"negatives": "hard"}), "train.variants.Hard",
+     "run name 'dense-ft-Hard' is another retriever's ('dense-ft-hard'"),
 ]
 
 

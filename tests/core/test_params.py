@@ -383,3 +383,63 @@ def test_an_override_with_a_newline_is_named_on_one_line(tmp_path, monkeypatch):
     with pytest.raises(InputError) as info:
         load_params(None, ["dataset=a\nb"])
     assert "\n" not in str(info.value) and str(info.value).endswith(r"(from --set dataset=a\nb)"), str(info.value)
+
+
+# ----------------------------------------------------------------------------- hostile S5, S9, M4: external.*.url
+
+BAD_URLS = {
+    "credentials_and_a_bad_scheme": ("htp://user:s3cretPW@127.0.0.1:9/s", "may not carry credentials"),  # S5: echoed
+    "credentials": ("https://user:s3cretPW@example.com/s", "may not carry credentials"),
+    "unclosed_ipv6_host": ("http://[::1/s3cretPW", "its host"),  # S9: a ValueError traceback from urlsplit
+    "port_past_65535": ("http://127.0.0.1:99999/s3cretPW", "a port in 1..65535"),  # M4: failed per query
+    "port_not_a_number": ("http://127.0.0.1:abc/s3cretPW", "a port in 1..65535"),
+    "port_zero": ("http://127.0.0.1:0/s3cretPW", "a port in 1..65535"),
+    "non_ascii_path": ("http://127.0.0.1:9/s3cretPW/é", "printable ASCII"),
+    "space": ("http://127.0.0.1:9/s3cretPW x", "printable ASCII"),
+    "bad_scheme": ("htp://127.0.0.1:9/s3cretPW", "not an http:// or https:// URL"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_URLS))
+def test_a_bad_endpoint_url_is_one_line_naming_its_key_and_never_the_url(tmp_path, capsys, case):
+    from beir_fixtures import write_beir
+
+    from retrieval_lab import cli
+
+    url, says = BAD_URLS[case]
+    beir = write_beir(tmp_path / "beir", [{"_id": "d1", "title": "", "text": "x"}], [{"_id": "q1", "text": "x"}],
+                      {"test": [("q1", "d1", 1)]})
+    params = tmp_path / "params.yaml"
+    params.write_text('external:\n  x:\n    path: .\n    url: "' + url + '"\n', encoding="utf-8")
+    out = tmp_path / "o.trec"
+    args = ["retrieve", "--retriever", "external", "--external", "x", "--dataset", str(beir), "--output", str(out),
+            "--timing", str(tmp_path / "t.json")]
+    for extra, hidden in ((["--params", str(params)], "s3cretPW"),  # neither the password nor the URL is echoed
+                          (["--set", "external.x.path=.", "--set", f"external.x.url={url}"], "user:s3cretPW")):
+        code = cli.main([*args, *extra])  # --set: the user's own words are echoed, without credentials
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert "field 'external.x.url'" in err and says in err, err
+        assert hidden not in err, err
+    assert not out.exists()
+
+
+def test_a_good_url_is_accepted():
+    from retrieval_lab.core.params import ExternalRetriever
+
+    for url in ("http://127.0.0.1:8080/search?x=1", "https://[::1]:443/s", "http://search.internal/s"):
+        assert ExternalRetriever(path=".", url=url).url == url
+
+
+@pytest.mark.parametrize("overrides, field, other", [
+    (["dense.models.BM25=builtin"], "dense.models.BM25", "bm25"),  # hostile M2: the same file on macOS
+    (["dense.models.Dense-FT-hard=builtin"], "dense.models.Dense-FT-hard", "dense-ft-hard"),
+    (["train.variants.Hard.negatives=hard"], "train.variants.Hard", "dense-ft-hard"),
+    (["external.Dense.path=.", "external.Dense.callable=m:f"], "external.Dense", "dense"),
+])
+def test_run_names_differing_only_in_case_are_refused(tmp_path, monkeypatch, overrides, field, other):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("train:\n  variants:\n    hard: {negatives: hard}\n", encoding="utf-8")
+    with pytest.raises(InputError) as info:
+        load_params(None, overrides)
+    assert info.value.field == field and f"({other!r}: names differing only in case" in str(info.value)

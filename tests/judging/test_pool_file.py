@@ -49,3 +49,16 @@ def test_a_bad_pool_is_refused_in_one_line(tmp_path, edit, said):
     with pytest.raises(InputError) as info:
         read_pool(path)
     assert said.lstrip(":") in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("column", ["query_id", "doc_id", "score", "notes"])
+def test_a_column_twice_in_the_header_is_refused_in_one_line(tmp_path, column):
+    # hostile M9: the first of two query_id columns was read as the ids and the second ignored, without a word
+    path = write_tiny_pool(tmp_path / "pool.tsv")
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([f"{column}\t{lines[0]}\t{column}" if column == "notes" else f"{column}\t{lines[0]}"]
+                              + [f"x\t{line}" + ("\ty" if column == "notes" else "") for line in lines[1:]]) + "\n")
+    with pytest.raises(InputError) as info:
+        read_pool(path)
+    assert f"pool.tsv:1 field '{column}': column '{column}' appears twice in the header (columns 1 and " \
+        in str(info.value), str(info.value)

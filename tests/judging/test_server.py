@@ -82,6 +82,21 @@ def test_every_write_needs_the_csrf_token_a_json_body_and_its_own_origin(served)
     assert status == 400 and "outside 0..2" in json.loads(answer)["error"]
 
 
+@pytest.mark.parametrize("body, says", [
+    (b'{"assessor": "mallory", "x": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "nested deeper than"),  # hostile M5
+    (b'{"assessor": "mallory", "query_id": "q1", "doc_id": "d1", "label": ' + b"1" * 5000 + b"}",
+     "body:1 field 'label': an integer of 5000 digits"),  # hostile S3
+])
+def test_a_body_too_deep_or_with_a_number_too_long_is_a_400_not_a_dead_request(served, capfd, body, says):
+    # before: the handler's thread died on a RecursionError / ValueError: no answer, a traceback on stderr
+    path = urlsplit(served.url).path + "api/label"
+    headers = {"Content-Type": "application/json", "X-Judge-CSRF": served.csrf}
+    status, _, answer = _raw(served, "POST", path, body, headers)
+    assert status == 400 and says in json.loads(answer)["error"], answer[:300]
+    assert "Traceback" not in capfd.readouterr().err
+    assert open_store(served.session.store.path).rows() == ()
+
+
 def test_on_another_address_any_host_is_answered_and_a_write_must_come_from_the_page_it_asks(tmp_path):
     from retrieval_lab.judging.server import JudgeServer
 

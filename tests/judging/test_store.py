@@ -158,3 +158,39 @@ def test_not_a_database_and_another_pool_are_refused(tmp_path, store):
         open_store(store.path, read_pool(other))
     with pytest.raises(InputError, match=r"field '--max-label': was made for labels 0..2, not 0..1"):
         open_store(store.path, labels=LabelRange(0, 1))
+
+
+FLIP = ("DROP TRIGGER judgment_no_update; DROP TRIGGER judgment_no_delete; "
+        "CREATE TRIGGER flip AFTER INSERT ON judgment BEGIN "
+        "UPDATE judgment SET label = 2 - label WHERE id = NEW.id; DELETE FROM judgment WHERE id < NEW.id; END;")
+
+
+@pytest.mark.parametrize(("sql", "said"), [
+    (FLIP, "field 'sqlite_master': its trigger 'flip' is not the one retrieval-lab makes"),
+    ("DROP TRIGGER judgment_no_delete", "its trigger 'judgment_no_delete' is missing"),
+    (("DROP TRIGGER judgment_no_update; CREATE TRIGGER judgment_no_update BEFORE UPDATE ON judgment BEGIN SELECT 1; "
+      "END;"), "its trigger 'judgment_no_update' is changed from the one retrieval-lab makes"),
+    ("CREATE INDEX by_label ON judgment (label)", "its index 'by_label' is not the one"),
+    ("CREATE VIEW everything AS SELECT * FROM judgment", "its view 'everything' is not the one"),
+], ids=["flip", "dropped", "replaced", "index", "view"])
+def test_a_schema_other_than_ours_is_refused_in_one_line(tmp_path, store, sql, said):
+    # hostile S11: judge accepted a database whose append-only triggers were dropped and replaced by one that
+    # rewrites every label and deletes the earlier rows after each insert
+    assert said in _damaged(tmp_path, store, sql)
+
+
+def test_the_judge_command_refuses_a_replaced_trigger(tmp_path, store, capsys):
+    from command_runner import run_command
+
+    _damaged(tmp_path, store, FLIP)
+    code = run_command("judge", ["--pool", str(tmp_path / "pool.tsv"), "--db", str(store.path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "trigger 'flip'" in err, err
+
+
+def test_sqlites_own_statistics_are_no_tampering(tmp_path, store):
+    store.label("alice", PAIRS[0], 1)
+    con = sqlite3.connect(store.path)
+    con.execute("ANALYZE")
+    con.close()
+    assert [r.label for r in open_store(store.path).rows()] == [1]

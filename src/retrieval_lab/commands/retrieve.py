@@ -183,14 +183,17 @@ def _print_latency(name: str, timing) -> None:
 def _external(args, cls, params, dataset, depth: int, start: float) -> int:
     """The user's retriever (``cls``: retrievers/external.py, through the registry): every query called, failures
     and odd answers counted, the run written only within ``max_failed``."""
+    import os
     import time
 
+    # the outputs where the guard checked them, whatever the user's code does with the working folder
+    checked = argparse.Namespace(output=os.path.abspath(args.output), timing=os.path.abspath(args.timing))
     retriever = cls.from_inputs(params, dataset=dataset, external=args.external,
                                               depth=depth if args.depth is not None else None)
     queries = _queries(args, dataset, retriever)
     collected = retriever.collect(queries)
     retriever.check(collected)
-    _write(args, collected.run, args.external, retriever.k, collected.timing)
+    _write(checked, collected.run, args.external, retriever.k, collected.timing)
     calls = collected.timing.calls
     print(f"retrieve external {args.external}: {calls['answered']} of {calls['queries']} queries answered, "
           f"{calls['failed']} failed (at most {calls['max_failed']:.1%} allowed), k {retriever.k}, "

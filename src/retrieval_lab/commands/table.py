@@ -40,13 +40,14 @@ def run(args: argparse.Namespace) -> int:
     from ..core.atomic import atomic_path, write_json, write_text
     from ..core.data import require_file
     from ..core.errors import InputError
+    from ..core.parse import json_loads
     from ..experiments_table import build, check_inputs, gather, plot, to_csv, to_markdown
 
     params = params_of(args)
     if args.from_inputs:
         try:
             with open(require_file(args.from_inputs), encoding="utf-8") as f:
-                inputs = json.load(f)
+                inputs = json_loads(f.read(), args.from_inputs)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg}", args.from_inputs, exc.lineno) from None
         check_inputs(inputs, args.from_inputs)

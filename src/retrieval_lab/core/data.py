@@ -30,6 +30,7 @@ from .checks import (  # id_problem: runs, external read it here
 )
 from .errors import InputError
 from .guard import QRELS, library_output
+from .parse import json_loads
 
 Qrels = dict[str, dict[str, int]]  # query id -> doc id -> graded relevance (<= 0: judged non-relevant)
 SPLIT_FILE = "split.json"  # a prepared folder's record of how it was split (mode, validation): no test label
@@ -238,14 +239,12 @@ def json_objects(path: str | Path) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line, object_pairs_hook=_unique_keys)
+            obj = json_loads(line, str(path), number, object_pairs_hook=_unique_keys)
         except _RepeatedKey as exc:
             raise InputError(f"key {exc.args[0]!r} appears twice in one object (JSON keeps only the last)",
                              str(path), number, exc.args[0]) from None
         except json.JSONDecodeError as exc:
             raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), number) from None
-        except RecursionError:
-            raise InputError("malformed JSON (nested too deeply)", str(path), number) from None
         if _SURROGATE_ESCAPE.search(line):
             _check_encodable(obj, path, number)
         if not isinstance(obj, dict):

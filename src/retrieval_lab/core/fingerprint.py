@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from .errors import InputError
+from .parse import json_loads
 
 FILE = "corpus.json"  # inside a BM25 index folder: the corpus it was built from
 INDEX_AGAIN = "build it again with `retrieval-lab index`"
@@ -46,7 +47,9 @@ def read(folder: str | Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        found = json.loads(path.read_text(encoding="utf-8"))
+        found = json_loads(path.read_text(encoding="utf-8"), str(path))
+    except InputError:
+        raise
     except (OSError, ValueError) as exc:
         raise InputError(f"unreadable corpus fingerprint ({type(exc).__name__})", str(path)) from None
     if not isinstance(found, dict) or not isinstance(found.get("sha256"), str):

@@ -14,7 +14,10 @@ To add a setting: one field here (type, default, rule) and the same key in param
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 import re
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,8 +57,54 @@ def param(default: Any = dataclasses.MISSING, rule: Callable[[Any], str | None] 
     return field(default=default, metadata={"rule": rule})
 
 
+def value_problem(value: Any, tp: Any) -> str | None:
+    """Why ``value`` is not of the annotation ``tp`` as a params file must give it, or None: an integer is no bool,
+    a float a finite real number (an integer too), a list or mapping holds such items. The schema's type half,
+    applied to a value from a file and to one from code alike (``rl.BM25(k1=float("nan"))``)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        (inner,) = [option for option in typing.get_args(tp) if option is not type(None)]
+        return None if value is None else value_problem(value, inner)
+    if origin is list:
+        if not isinstance(value, list):
+            return f"expected a list, got {type(value).__name__}"
+        return next((f"item {i}: {why}" for i, v in enumerate(value)
+                     if (why := value_problem(v, typing.get_args(tp)[0]))), None)
+    if origin is dict:
+        if not isinstance(value, dict):
+            return f"expected a mapping, got {type(value).__name__}"
+        return next((f"{k}: {why}" for k, v in value.items() if (why := value_problem(v, typing.get_args(tp)[1]))),
+                    None)
+    if tp is int:  # NumPy's integers are integers; a bool is not one
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return f"expected an integer, got {_shown(value)}"
+        return None
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return f"expected a number, got {_shown(value)}"
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        return None if math.isfinite(number) else f"expected a finite number, got {number}"
+    if isinstance(tp, type) and not isinstance(value, tp):
+        return f"expected {'a mapping' if dataclasses.is_dataclass(tp) else tp.__name__}, got {_shown(value)}"
+    return None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 1000:
+        return "an integer of over 300 digits"  # repr() of one over 4,300 digits raises
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_HINTS: dict[type, dict[str, Any]] = {}  # a section's field types, read once
+
+
 class Section:
-    """A params dataclass that refuses a value breaking its field's rule when it is built.
+    """A params dataclass that refuses a value breaking its field's type or rule when it is built, from a file or
+    in code.
 
     ``KEY`` is the section's dotted key (``train.variants.*`` for a variant), set below
     :class:`Params`, so that an error names the whole key (``tokenizer.pattern``).
@@ -64,9 +113,13 @@ class Section:
     KEY: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
+        hints = _HINTS.get(type(self)) or _HINTS.setdefault(type(self), typing.get_type_hints(type(self)))
         for f in dataclasses.fields(self):
             rule, value = f.metadata.get("rule"), getattr(self, f.name)
-            if rule is not None and value is not None and (why := rule(value)) is not None:
+            why = value_problem(value, hints[f.name])
+            if why is None and rule is not None and value is not None:
+                why = rule(value)
+            if why is not None:
                 raise InputError(why, field=f"{self.KEY}.{f.name}" if self.KEY else f.name)
 
 
@@ -323,17 +376,6 @@ _CALLABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _url(value: str) -> str | None:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{value!r} is not an http:// or https:// URL with a host"
-    if parts.username or parts.password:
-        return "a URL may not carry credentials: name an environment variable in token_env"
-    return None
-
-
 @dataclass(frozen=True)
 class ExternalRetriever(Section):
     """One of the user's own retrievers (retrievers/external.py; docs/own-retriever.md): a Python callable
@@ -342,7 +384,7 @@ class ExternalRetriever(Section):
     # dependency, so editing anything in it (module, config, index) reruns this retriever's stages only
     path: str = param(rule=lambda value: None if value.strip() else "expected a path")
     callable: str | None = param(None, rules.matches(_CALLABLE, "module:function (e.g. my_search:search)"))
-    url: str | None = param(None, _url)  # POST {"k", "queries": [{"id", "text"}]} (docs/own-retriever.md)
+    url: str | None = param(None, rules.http_url)  # POST {"k", "queries": [{"id", "text"}]} (docs/own-retriever.md)
     k: int | None = param(None, POSITIVE)  # documents asked per query (null: retrieve.depth)
     batch_size: int = param(1, POSITIVE)  # queries per call
     concurrency: int = param(1, POSITIVE)  # calls in flight at once (threads)
@@ -396,15 +438,20 @@ ExternalRetriever.KEY = "external.*"
 
 
 def _check_models(params: Params) -> None:
-    """dense.models: run names no other retriever takes, and train.base among them."""
-    taken = {"bm25", "lsa", *(f"dense-ft-{v}" for v in params.train.variants),
-             *(f"fused-{m}" for m in params.fusion.methods)}  # dvc.yaml's other run names
-    for name in params.dense.models:
-        if name in taken:
-            raise InputError(f"run name {name!r} is another retriever's", field=f"dense.models.{name}")
-    for name in params.external:
-        if name in taken or name in params.dense.models:
-            raise InputError(f"run name {name!r} is another retriever's", field=f"external.{name}")
+    """Run names no two retrievers share, compared case-blind (runs/<dataset>/BM25.trec is bm25.trec on macOS's
+    and Windows' file systems), and train.base among dense.models."""
+    # dvc.yaml's run names, each with the key that makes it: the built-in ones first, then dense.models, external
+    runs = [("bm25", None), ("lsa", None), *((f"dense-ft-{v}", f"train.variants.{v}") for v in params.train.variants),
+            *((f"fused-{m}", f"fusion.methods.{m}") for m in params.fusion.methods),
+            *((name, f"dense.models.{name}") for name in params.dense.models),
+            *((name, f"external.{name}") for name in params.external)]
+    seen: dict[str, str] = {}  # the name lowercased -> the name as given first
+    for name, where in runs:
+        if (other := seen.get(name.lower())) is not None:
+            raise InputError(f"run name {name!r} is another retriever's" + ("" if other == name else
+                             f" ({other!r}: names differing only in case are one file on macOS and Windows)"),
+                             field=where)
+        seen[name.lower()] = name
     if params.train.base not in params.dense.models:
         raise InputError(f"{params.train.base!r} is not a model under dense.models "
                          f"(names: {', '.join(params.dense.models) or 'none'})", field="train.base")

@@ -9,7 +9,6 @@ command line and the pipeline cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import types
 import typing
@@ -19,7 +18,8 @@ from typing import Any
 import yaml
 
 from .errors import InputError
-from .params import Params
+from .params import Params, value_problem
+from .parse import check_yaml_numbers
 from .rules import NAME
 
 DEFAULT_PARAMS = "params.yaml"
@@ -30,19 +30,10 @@ def _type_name(tp) -> str:
 
 
 def _coerce_number(value: Any, tp, where: str, source: str) -> Any:
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"expected an integer, got {value!r}", source, field=where)
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"expected a number, got {value!r}", source, field=where)
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond the float range
-        number = math.inf
-    if not math.isfinite(number):  # YAML .nan, .inf, 1.0e999: every range check would let NaN through
-        raise InputError(f"expected a finite number, got {number}", source, field=where)
-    return number
+    # the schema's own type rule (YAML .nan, .inf, 1.0e999 are refused: every range check would let NaN through)
+    if (why := value_problem(value, tp)) is not None:
+        raise InputError(why, source, field=where)
+    return value if tp is int else float(value)
 
 
 def _coerce(value: Any, tp, where: str, source: str) -> Any:
@@ -158,9 +149,16 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9
                               list("-+0123456789"))
 
 
-def parse_yaml(text: str):
-    """YAML as params take it: safe tags only, no key twice in one mapping (:class:`DuplicateKeyError`)."""
-    return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
+def parse_yaml(text: str, source: str | None = None):
+    """YAML as params take it: safe tags only, no key twice in one mapping (:class:`DuplicateKeyError`), no
+    integer too long to convert (an :class:`InputError` naming ``source``, its line and key)."""
+    loader = _Loader(text)  # a SafeLoader
+    try:
+        node = loader.get_single_node()
+        check_yaml_numbers(node, source)
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -178,6 +176,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = parse_yaml(raw)
     except DuplicateKeyError as exc:
         raise InputError(f"duplicate key {exc.key!r} in --set {text}", field=key.strip()) from None
+    except InputError as exc:  # an integer too long to convert: named, not echoed
+        raise InputError(f"{exc.reason} in --set", field=".".join(filter(None, (key.strip(), exc.field)))) from None
     except (yaml.YAMLError, RecursionError):
         value = raw
     return key.strip().split("."), value
@@ -210,7 +210,7 @@ def dotted_items(data, prefix: str = "") -> dict:
 def _read_yaml(path: Path) -> dict:
     raw = path.read_bytes()
     try:
-        data = parse_yaml(raw.decode("utf-8")) or {}
+        data = parse_yaml(raw.decode("utf-8"), str(path)) or {}
     except DuplicateKeyError as exc:
         raise InputError(str(exc), str(path), exc.again) from None
     except UnicodeDecodeError as exc:
@@ -267,6 +267,9 @@ def _key_line(path: Path, where: str) -> int | None:
     return line
 
 
+_CREDENTIALS = re.compile(r"(?<=://)[^/?#\s]*@")  # the user:password@ of a URL
+
+
 def _located(exc: InputError, path: Path, overrides: list[str]) -> InputError:
     """Blame the ``--set`` that supplied the bad value, else the params file's line of the key."""
     where = exc.field or ""
@@ -275,6 +278,8 @@ def _located(exc: InputError, path: Path, overrides: list[str]) -> InputError:
         # the bad value is the override's, inside it, or the setting it turned into a mapping
         if where == key or where.startswith((key + ".", key + "[")) or key.startswith(where + "."):
             shown = text.encode("unicode_escape").decode("ascii")  # a newline in the value stays on the one line
+            shown = _CREDENTIALS.sub("***@", shown)  # a URL's user:password never reaches a message
+            shown = shown if len(shown) <= 120 else shown[:117] + "..."  # a 5,000-digit value is not echoed whole
             return InputError(f"{exc.reason} (from --set {shown})", field=where)
     line = _key_line(path, where) if path.exists() and where else None
     return InputError(exc.reason, exc.path, line, exc.field)

@@ -85,6 +85,30 @@ def lock(value):
     return None if value.strip() else "expected builtin, a lock file, a model folder or hub:NAME@REVISION"
 
 
+def http_url(value):
+    """an http:// or https:// URL with a host, in printable ASCII, without credentials.
+
+    The reason never repeats the value: a URL may carry a password (``http://user:pw@host``)."""
+    from urllib.parse import urlsplit
+
+    if any(not 0x21 <= ord(c) <= 0x7E for c in value):  # http.client sends neither spaces nor non-ASCII
+        return "a URL is printable ASCII without spaces: percent-encode other characters"
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # a port that is not a number, or past 65535, raises here
+        credentials = parts.username is not None or parts.password is not None
+    except ValueError as exc:  # an unclosed [ of an IPv6 host; a bad port
+        reason = "a port in 1..65535" if "port" in str(exc).lower() else "its host (an IPv6 address in [ ])"
+        return f"not a URL: check {reason}"
+    if credentials or "@" in parts.netloc:
+        return "a URL may not carry credentials: name an environment variable in token_env"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "not an http:// or https:// URL with a host"
+    if port == 0:
+        return "not a URL: check a port in 1..65535"
+    return None
+
+
 def fields(value):
     """distinct names among title, text, at least one."""
     if not value:

@@ -13,7 +13,7 @@ from types import ModuleType
 
 from ..core.data import Qrels
 from ..core.errors import InputError
-from ..core.params import FUSION_METHODS, FusionMethod, FusionParams
+from ..core.params import FUSION_METHODS, FusionMethod, FusionParams, value_problem
 from ..runs import Run
 
 METHODS = FUSION_METHODS  # the registry: one module per method in this folder
@@ -130,8 +130,8 @@ def fuse(runs: list[Run], method: str = "rrf", params: FusionParams | None = Non
     if qrels is not None:
         checks.check_qrels(qrels)
     params = params or FusionParams()
-    if value is not None:
-        if (why := get(method).check(value)) is not None:
+    if value is not None:  # the schema's type (a finite number, no bool), then the method's own rule
+        if (why := value_problem(value, float) or get(method).check(value)) is not None:
             raise InputError(why, field="value")
         if method not in params.methods:
             raise InputError(f"no params for fusion method {method!r} "

@@ -77,6 +77,11 @@ def read_pool(path: str | Path, queries: dict[str, Query] | None = None,
         cells = line.rstrip("\r\n").split("\t")
         if header is None:
             header = cells
+            twice = next((c for i, c in enumerate(header) if c.strip() and c in header[:i]), None)
+            if twice is not None:  # which of the two holds the ids? index() would take the first, silently
+                raise InputError(f"column {twice!r} appears twice in the header (columns {header.index(twice) + 1} "
+                                 f"and {header.index(twice, header.index(twice) + 1) + 1})", str(path), number,
+                                 twice)
             missing = [c for c in REQUIRED if c not in header]
             if missing:
                 raise InputError(f"header lacks column(s) {', '.join(missing)} (a pool tsv written by "

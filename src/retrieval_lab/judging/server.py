@@ -36,6 +36,7 @@ from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
 from ..core.errors import InputError
+from ..core.parse import json_loads
 from ..page import script_json
 from .session import QUEUES, Session
 
@@ -190,9 +191,12 @@ class Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY} bytes")
             return None
         try:
-            body = json.loads(self.rfile.read(length).decode("utf-8"))
+            body = json_loads(self.rfile.read(length).decode("utf-8"), "body")
         except (UnicodeDecodeError, json.JSONDecodeError):
             self._error(HTTPStatus.BAD_REQUEST, "malformed JSON")
+            return None
+        except InputError as exc:  # nested past the recursion limit (was a RecursionError: no answer), a huge number
+            self._error(HTTPStatus.BAD_REQUEST, str(exc))
             return None
         if not isinstance(body, dict):
             self._error(HTTPStatus.BAD_REQUEST, "expected a JSON object")

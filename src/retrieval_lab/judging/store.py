@@ -421,6 +421,7 @@ def _checked(con: sqlite3.Connection, path: Path, pool: Pool | None, labels: Lab
             raise InputError(f"not a judgments database of retrieval-lab (no table {table!r})", where, field="--db")
         if found != columns:
             raise InputError(f"table {table!r} has columns {found}, expected {columns}", where, field=table)
+    _check_schema(con, where)
     check = con.execute("PRAGMA quick_check").fetchone()[0]
     if check != "ok":
         raise InputError(f"damaged: SQLite's quick check says {check!r}", where, field="--db")
@@ -464,6 +465,37 @@ def _checked(con: sqlite3.Connection, path: Path, pool: Pool | None, labels: Lab
         if row.kind == "undo":
             undone.add(row.undoes)
     return Store(path, stored, pairs, readonly)
+
+
+_SCHEMA_OBJECTS = "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_stat%'"
+
+
+def _expected_schema() -> set[tuple]:
+    """What :data:`_SCHEMA` makes, read back from SQLite itself (tables, their indexes, the triggers)."""
+    con = sqlite3.connect(":memory:")
+    try:
+        con.executescript(_SCHEMA)
+        return set(con.execute(_SCHEMA_OBJECTS))
+    finally:
+        con.close()
+
+
+def _check_schema(con: sqlite3.Connection, where: str) -> None:
+    """Every schema object (table, index, trigger, view) is one this module creates, unchanged: a trigger dropped,
+    replaced or added (one that rewrites or deletes rows after each insert) would make the append-only file lie.
+    ANALYZE's statistics tables are allowed."""
+    found, expected = set(con.execute(_SCHEMA_OBJECTS)), _expected_schema()
+    extra = sorted(found - expected, key=lambda o: (o[0], o[1]))
+    if extra:
+        kind, name = extra[0][:2]
+        ours = any(o[:2] == (kind, name) for o in expected)
+        raise InputError(f"its {kind} {name!r} is {'changed from' if ours else 'not'} the one retrieval-lab makes "
+                         "(the schema must be exactly retrieval-lab's: judgments are append-only)", where,
+                         field="sqlite_master")
+    missing = sorted(expected - found, key=lambda o: (o[0], o[1]))
+    if missing:
+        raise InputError(f"its {missing[0][0]} {missing[0][1]!r} is missing (the schema must be exactly "
+                         "retrieval-lab's: judgments are append-only)", where, field="sqlite_master")
 
 
 def _check_row(row: Judgment, earlier: dict[int, Judgment], undone: set[int], in_pool: set[Pair],

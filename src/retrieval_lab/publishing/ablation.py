@@ -33,6 +33,7 @@ from retrieval_lab.comparison import compare, per_query_measures, to_markdown
 from retrieval_lab.core.atomic import atomic_path, check_replaceable, write_json, write_text
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params_file import load_params
+from retrieval_lab.core.parse import json_loads
 from retrieval_lab.experiments_table import experiment_params, open_experiment, read_experiment_file
 from retrieval_lab.publishing import REPO as ROOT
 
@@ -75,7 +76,8 @@ def gather(repo: Path, levers: list[tuple[str, str, str]], baseline: str) -> tup
         curve = _curve(read_experiment_file(reader, f"{live}/plots/metrics/val/{measure}.tsv", experiment),
                        f"{experiment}:{live}", measure)
         try:
-            selected = json.loads(read_experiment_file(reader, f"{live}/metrics.json", experiment))["selected"]
+            selected = json_loads(read_experiment_file(reader, f"{live}/metrics.json", experiment),
+                                  f"{experiment}:{live}/metrics.json")["selected"]
         except (json.JSONDecodeError, KeyError, TypeError):
             raise InputError("not a training's dvclive metrics (no 'selected')",
                              f"{experiment}:{live}/metrics.json") from None

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from retrieval_lab.core.parse import json_loads
 from retrieval_lab.publishing import REPO
 from retrieval_lab.publishing import spread as seed_spread
 
@@ -343,7 +344,7 @@ def _read_metrics(folder: Path | None) -> dict[str, dict]:
     for path in sorted(folder.glob("*.json")):
         if path.name == "compare.json":
             continue
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = json_loads(path.read_text(encoding="utf-8"), str(path))
         if isinstance(value, dict):
             found[path.stem] = value
     return found
@@ -408,7 +409,7 @@ def quality_section(folders: list[Path], label: str | None = None, dense_tokens:
                       "|---|---|---:|---|---:|---:|---|---|")]
     compare = folder / "compare.json" if folder else None
     if compare and compare.exists():
-        text = to_markdown(Comparisons.from_json(json.loads(compare.read_text(encoding="utf-8"))))
+        text = to_markdown(Comparisons.from_json(json_loads(compare.read_text(encoding="utf-8"), str(compare))))
         lines += ["", text.replace("# Paired comparison", "### Paired comparison", 1).rstrip("\n")]
     if len(folders) > 1:
         names = ", ".join(f"`{f}`" for f in folders)
@@ -432,8 +433,8 @@ def ablation_section(folder: Path) -> list[str]:
     model, overall, seen and unseen, with the simultaneous intervals of the whole family."""
     from retrieval_lab.comparison import Comparisons, interval_text, to_markdown
 
-    levers = json.loads((folder / "levers.json").read_text(encoding="utf-8"))
-    result = json.loads((folder / "compare.json").read_text(encoding="utf-8"))
+    levers = json_loads((folder / "levers.json").read_text(encoding="utf-8"), str(folder / "levers.json"))
+    result = json_loads((folder / "compare.json").read_text(encoding="utf-8"), str(folder / "compare.json"))
     baseline, measure = levers["baseline"], result["measure"]
     pairs = {p["candidate"]: p for p in result["pairs"].values() if p["baseline"] == baseline}
     reference = levers["levers"][0]["name"]
@@ -550,7 +551,7 @@ def timings_section(paths: list[Path]) -> list[str]:
                         "--json bench-results/repro.json -- dvc repro` (on a clean checkout) and pass "
                         "`--timings bench-results/repro.json`.")]
     for path in paths:
-        t = json.loads(path.read_text(encoding="utf-8"))
+        t = json_loads(path.read_text(encoding="utf-8"), str(path))
         total, stages = t["total_seconds"], dict(t["stages"])
         outside = total - sum(stages.values())
         rows = sorted(stages.items(), key=lambda kv: -kv[1])
@@ -657,19 +658,20 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     manifest_path = results_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.exists() else {}
+    manifest = (json_loads(manifest_path.read_text(encoding="utf-8"), str(manifest_path)) if manifest_path.exists()
+                else {})
     failed = []
     if not args.skip_run:
         failed = run_benchmarks([b for b in BENCHES if not args.only or b.name in args.only], results_dir,
                        args.results_dir.rstrip("/"), args.quick, manifest)
-    results = {b.name: json.loads(p.read_text(encoding="utf-8")) if (p := results_dir / f"{b.name}.json").exists()
-               else None for b in BENCHES}
+    results = {b.name: json_loads(p.read_text(encoding="utf-8"), str(p))
+               if (p := results_dir / f"{b.name}.json").exists() else None for b in BENCHES}
     metrics_dirs = [_metrics_argument(item) for item in args.scifact_metrics]
     finetune, scale = results_dir / "finetune.json", results_dir / "scale.json"
     text = build_report(results, manifest, args.results_dir.rstrip("/"), metrics_dirs,
                         [Path(t) for t in args.timings], machine_info(), _now(),
-                        json.loads(finetune.read_text(encoding="utf-8")) if finetune.exists() else None,
-                        json.loads(scale.read_text(encoding="utf-8")) if scale.exists() else None,
+                        json_loads(finetune.read_text(encoding="utf-8"), str(finetune)) if finetune.exists() else None,
+                        json_loads(scale.read_text(encoding="utf-8"), str(scale)) if scale.exists() else None,
                         sys.argv[1:] if argv is None else argv, args.dense_tokens, args.scifact_ablation)
     write_text(args.output, text)
     print(f"\nwrote {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))

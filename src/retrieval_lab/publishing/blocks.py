@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.parse import json_loads
 
 MEASURES = ["nDCG@10", "R@10", "R@100", "RR@10", "AP@100", "Success@1"]
 # run -> its label in the table, in table order; a run not listed follows under its own name
@@ -55,7 +56,7 @@ _NUMBER = re.compile(r"[-+]?\d+\.(\d+)")
 
 def _read_json(path: Path):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json_loads(path.read_text(encoding="utf-8"), str(path))
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg}", str(path), exc.lineno) from None
 

@@ -17,6 +17,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from retrieval_lab.core.parse import json_loads
+
 STRATA = ("all", "seen", "unseen")
 
 
@@ -34,7 +36,8 @@ def spread(folders: list[Path], measure: str = "nDCG@10") -> dict[str, dict[str,
         runs = names if runs is None else runs & names
     out: dict[str, dict[str, dict]] = {}
     for run in sorted(runs or ()):
-        files = [json.loads((folder / f"{run}.json").read_text(encoding="utf-8")) for folder in folders]
+        files = [json_loads((path := folder / f"{run}.json").read_text(encoding="utf-8"), str(path))
+                 for folder in folders]
         out[run] = {}
         for stratum in STRATA:
             values = [_value(m, stratum, measure) for m in files]

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.params import BM25Params, Params, TokenizerParams
+from ..core.parse import json_loads
 from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k
@@ -336,7 +337,9 @@ class BM25Index:
         folder = Path(folder)
         meta_path = folder / "index.json"
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = json_loads(meta_path.read_text(encoding="utf-8"), str(meta_path))
+        except InputError:
+            raise
         except (OSError, ValueError) as exc:
             raise InputError(f"not a BM25 index folder ({exc.__class__.__name__})", str(meta_path)) from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
@@ -352,7 +355,9 @@ class BM25Index:
         for name in ("vocab", "doc_ids"):
             path = folder / f"{name}.json"
             try:
-                lists[name] = json.loads(path.read_text(encoding="utf-8"))
+                lists[name] = json_loads(path.read_text(encoding="utf-8"), str(path))
+            except InputError:
+                raise
             except (OSError, ValueError) as exc:
                 raise InputError(f"unreadable list ({exc.__class__.__name__})", str(path)) from None
         n, v = len(lists["doc_ids"]), len(lists["vocab"])

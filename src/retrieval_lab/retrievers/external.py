@@ -23,7 +23,9 @@ never sent to another origin (scheme, host, port): a redirect there is not follo
 Accounting: every query sent ends answered or failed. Whatever the user's code raises on a call
 (``SystemExit`` and ``sys.exit()`` included, or a list whose iteration raises) fails that call's
 queries; only ``KeyboardInterrupt`` stops the run, and the command exits non-zero with nothing written.
-A run whose answered and failed queries do not add up to the queries sent is refused.
+A run whose answered and failed queries do not add up to the queries sent is refused. A call that changes the
+working folder (``os.chdir``) fails its queries, the folder set back (an import that does is refused); the command
+writes its files where it checked them.
 
 HTTP: one attempt's deadline (``timeout``) covers connecting, the headers and the whole body, read in
 chunks on the calling thread (a watchdog closes the socket at the deadline): an endless body stops,
@@ -48,6 +50,7 @@ import math
 import numbers
 import os
 import queue
+import re
 import socket
 import sys
 import threading
@@ -55,7 +58,7 @@ import time
 from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, quote_plus, urljoin, urlsplit
 
 import numpy as np
 
@@ -63,6 +66,8 @@ from ..core.data import id_problem
 from ..core.errors import InputError
 from ..core.params import ExternalRetriever as ExternalSpec
 from ..core.params import Params
+from ..core.parse import json_loads
+from ..core.rules import http_url
 from ..latency import Timing
 from ..runs import Run
 
@@ -90,8 +95,20 @@ class _BadAnswer(Exception):
         self.field = field
 
 
-def _one_line(text: str) -> str:
-    line = " ".join(str(text).split())
+def _text_of(obj) -> str:
+    """``str(obj)``, or a note saying it could not be had: the user's exception may be one whose ``__str__`` raises
+    (or returns no string), and its message must not become a traceback of ours."""
+    try:
+        text = str(obj)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001  SystemExit included: a message is not worth the process
+        return f"<its message could not be read: {type(exc).__name__}>"
+    return text
+
+
+def _one_line(text) -> str:
+    line = " ".join(_text_of(text).split())
     return line if len(line) <= _REASON_CHARS else line[:_REASON_CHARS - 3] + "..."
 
 
@@ -129,7 +146,11 @@ class _CallableBackend:
             raise InputError("no such file or folder", spec.path, field=f"external.{name}.path")
         folder = str((root if root.is_dir() else root.parent).resolve())
         module_name, function_name = spec.callable.split(":")
+        self.home = os.getcwd()  # where every relative path of the command was checked
         module = _import_from(folder, module_name, field)
+        if (moved := _moved_from(self.home)) is not None:
+            raise InputError(f"importing {module_name!r} changed the working folder ({moved}); set back: a "
+                             "retriever must not move the command's files", field=field)
         fn = getattr(module, function_name, None)
         if not callable(fn):
             raise InputError(f"{module_name!r} has no function {function_name!r}", field=field)
@@ -159,6 +180,10 @@ class _CallableBackend:
             raise
         except BaseException as exc:  # noqa: BLE001  the user's function raised (SystemExit too): its queries fail
             raise _CallFailed(f"raised {type(exc).__name__}: {_one_line(exc)}") from None
+        finally:
+            moved = _moved_from(self.home)
+        if moved is not None:  # the process's working folder is every thread's: the answer cannot be trusted either
+            raise _CallFailed(f"changed the working folder ({moved}); set back")
         try:  # the answer is the user's object: its len() or iteration may raise too
             if not isinstance(answer, (list, tuple)) or len(answer) != len(texts):
                 got = f"{len(answer)} items" if isinstance(answer, (list, tuple)) else type(answer).__name__
@@ -169,6 +194,19 @@ class _CallableBackend:
             raise
         except BaseException as exc:  # noqa: BLE001
             raise _CallFailed(f"its answer raised {type(exc).__name__} when read: {_one_line(exc)}") from None
+
+
+def _moved_from(home: str) -> str | None:
+    """None while the working folder is ``home``; else where the user's code moved it (``os.chdir``), after setting
+    it back, so that the command writes where it checked."""
+    try:
+        now = os.getcwd()
+    except OSError:  # moved into a folder since removed
+        now = "a folder since removed"
+    if now == home:
+        return None
+    os.chdir(home)
+    return f"to {now}"
 
 
 _IMPORTED: dict[str, str] = {}  # module name -> the folder this module imported it from
@@ -204,6 +242,19 @@ def _import_from(folder: str, module_name: str, field: str):
     return module
 
 
+def _spellings(token: str) -> re.Pattern:
+    """Every spelling of ``token`` a message may hold, compared case-blind (a host name is lowercased): as is,
+    escaped as repr() and JSON escape it (a backslash doubled, a quote escaped) and percent-encoded, each
+    also inside one more such quoting (a reason quoted in a reason)."""
+    forms = {token}
+    for _ in range(2):
+        for form in list(forms):
+            escaped = form.replace("\\", "\\\\")
+            forms |= {escaped, escaped.replace("'", "\\'"), escaped.replace('"', '\\"'), quote(form, safe=""),
+                      quote(form), quote_plus(form)}
+    return re.compile("|".join(map(re.escape, sorted(forms, key=len, reverse=True))), re.IGNORECASE)
+
+
 def _origin(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     return parts.scheme, (parts.hostname or "").lower(), parts.port or (443 if parts.scheme == "https" else 80)
@@ -221,11 +272,13 @@ class _HttpBackend:
         self.token = None
         if spec.token_env is not None:
             self.token = _read_token(spec.token_env, f"external.{name}.token_env")
+            self._token_pattern = _spellings(self.token)
         self.spec, self.name = spec, name
 
     def redact(self, text: str) -> str:
-        """``text`` without the token: an endpoint may echo the Authorization header anywhere."""
-        return text.replace(self.token, REDACTED) if self.token else text
+        """``text`` without the token in any spelling a message gives it: an endpoint may echo the Authorization
+        header anywhere (a hit id, a score, a redirect's host name)."""
+        return self._token_pattern.sub(REDACTED, text) if self.token else text
 
     def _attempt(self, body: bytes) -> bytes:
         """One POST (and its same-origin redirects) within one deadline of ``timeout`` seconds for everything:
@@ -243,12 +296,15 @@ class _HttpBackend:
             headers = {"Content-Type": "application/json", "Accept": "application/json"}
             if self.token is not None and _origin(url) == _origin(self.spec.url):  # never to another origin
                 headers["Authorization"] = f"Bearer {self.token}"
-            expired = threading.Event()
-            watchdog = threading.Timer(left, _close_at_deadline, (conn, expired))
+            expired, sockets = threading.Event(), []
+            watchdog = threading.Timer(left, _close_at_deadline, (conn, sockets, expired))
             watchdog.daemon = True
             watchdog.start()
             try:
                 conn.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body, headers)
+                # an answer that will close the connection (HTTP/1.0, Connection: close) takes the socket along and
+                # getresponse forgets it (conn.sock = None): the watchdog keeps its own hold on it
+                sockets.append(conn.sock)
                 response = conn.getresponse()
                 data = _read_body(response, deadline)
             except _BadAnswer:
@@ -256,7 +312,7 @@ class _HttpBackend:
             except (OSError, http.client.HTTPException, _Deadline) as exc:
                 if expired.is_set() or isinstance(exc, (TimeoutError, _Deadline)):
                     raise _CallFailed(f"timed out after {self.spec.timeout:g} s", retry=True) from None
-                raise _CallFailed(self.redact(f"connection failed ({type(exc).__name__}: {_one_line(exc)})"),
+                raise _CallFailed(f"connection failed ({type(exc).__name__}: {_one_line(self.redact(_text_of(exc)))})",
                                   retry=True) from None
             finally:
                 watchdog.cancel()
@@ -267,7 +323,12 @@ class _HttpBackend:
                 location = response.getheader("Location")
                 if not location:
                     raise _CallFailed(f"HTTP {response.status} without a Location")
-                target = urljoin(url, location)
+                try:
+                    target = urljoin(url, location)
+                except ValueError:  # an unclosed [ of an IPv6 host
+                    target = "["
+                if (why := http_url(target)) is not None:  # a port past 65535, credentials, not http: not followed
+                    raise _CallFailed(f"redirected to an invalid URL ({why}): not followed")
                 if _origin(target) != _origin(self.spec.url):
                     raise _CallFailed(f"redirected to another origin ({_origin_text(target)}): not followed, so "
                                       f"nothing (no credential) leaves {_origin_text(self.spec.url)}")
@@ -300,15 +361,16 @@ class _Deadline(Exception):
     """The attempt's deadline passed while its body was still coming."""
 
 
-def _close_at_deadline(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
-    """The watchdog: mark the attempt expired and shut its socket, waking a read blocked on it."""
+def _close_at_deadline(conn: http.client.HTTPConnection, sockets: list, expired: threading.Event) -> None:
+    """The watchdog: mark the attempt expired and shut its socket, waking a read blocked on it (the connection's,
+    or the one its response took: whatever the body's framing, a read on it returns)."""
     expired.set()
-    sock = conn.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+    for sock in (conn.sock, *sockets):
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def _read_body(response: http.client.HTTPResponse, deadline: float) -> bytes:
@@ -347,11 +409,11 @@ def _read_token(variable: str, field: str) -> str:
 def _response_lists(data: bytes, ids: list[str]) -> list:
     """One hit list per asked query (None: the response left it out), from the endpoint's JSON."""
     try:
-        obj = json.loads(data)
+        obj = json_loads(data)  # a body nested past the recursion limit, or a 5,000-digit number: bad input
+    except InputError as exc:
+        raise _BadAnswer(exc.reason, f"response.{exc.field}" if exc.field else "response") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise _BadAnswer(f"not JSON ({exc.msg if hasattr(exc, 'msg') else exc})", "response") from None
-    except RecursionError:  # the C parser's depth is bounded by the recursion limit, and says so
-        raise _BadAnswer(f"nested deeper than {sys.getrecursionlimit()} levels", "response") from None
     results = obj.get("results") if isinstance(obj, dict) else None
     if not isinstance(results, list):
         raise _BadAnswer("expected an object with a list 'results'", "response.results")
@@ -540,7 +602,7 @@ class ExternalRetriever:
                     fail(batch, "interrupted")
                     return
                 except BaseException as exc:  # noqa: BLE001  anything else fails the batch: every query counted
-                    fail(batch, f"{type(exc).__name__} while its answer was read: {_one_line(exc)}")
+                    fail(batch, f"{type(exc).__name__} while its answer was read: {_one_line(redact(_text_of(exc)))}")
 
         start = time.perf_counter()
         threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(self.spec.concurrency, len(qids)))]
@@ -572,8 +634,9 @@ class ExternalRetriever:
         return Collected({q: answers[q] for q in qids if q in answers}, timing, failed, tuple(qids))
 
     def check(self, collected: Collected) -> None:
-        """Refuse a run that lost a query (answered + failed != sent), that answered none, or whose failed share
-        exceeds ``max_failed`` (one line, the first failures named)."""
+        """Refuse a run that lost a query (answered + failed != sent), that answered none, whose answers hold no
+        document of the corpus (ids it does not have, or empty lists: an empty run), or whose failed share exceeds
+        ``max_failed`` (one line, the first failures named)."""
         lost = collected.lost()
         if lost:
             raise InputError(f"{len(lost)} of {len(collected.sent)} queries sent were neither answered nor failed "
@@ -583,6 +646,13 @@ class ExternalRetriever:
             first = "; ".join(f"{q}: {why}" for q, why in sorted(collected.failed.items())[:3])
             raise InputError(f"no query was answered ({len(collected.failed)} failed): {first}; no run written",
                              field=self._field("max_failed"))
+        if collected.run and not any(collected.run.values()):  # an empty run file would pass for a measured one
+            calls = collected.timing.calls or {}
+            examples = ", ".join(f"{q}: {d}" for q, d in (calls.get("unknown_id_examples") or [])[:3])
+            raise InputError(f"no answered query got a document of the corpus ({len(collected.run)} answered: "
+                             f"{calls.get('unknown_ids', 0)} ids not in the corpus left out"
+                             f"{f' ({examples})' if examples else ''}, the other lists empty); no run written",
+                             field=self._field("url" if self.backend.kind == "http" else "callable"))
         if collected.failed_share <= self.spec.max_failed:
             return
         first = "; ".join(f"{q}: {why}" for q, why in sorted(collected.failed.items())[:3])
