@@ -166,3 +166,11 @@ def test_pool_and_merge_read_a_gzipped_collection(tmp_path, capsys):
     assert run_command("pool", ["--merge", str(labelled), "--dataset", str(col), "--max-label", "1",
                                 "--output", str(tmp_path / "qrels.tsv")]) == 0
     assert (tmp_path / "qrels.tsv").read_text() == "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\n"
+
+
+def test_a_label_file_naming_a_column_twice_is_refused(tmp_path):
+    # a hostile try: judge refused such a pool, pool --merge took the first of the two score columns silently
+    path = tmp_path / "labelled.tsv"
+    path.write_text("query_id\tdoc_id\tscore\tscore\nq1\td1\t0\t1\n")
+    with pytest.raises(InputError, match=r"labelled.tsv:1 field 'score': column 'score' twice \(columns 3 and 4\)"):
+        read_labels(path)

@@ -114,6 +114,11 @@ def read_labels(path: str | Path, min_label: int = 0, max_label: int = 2,
             missing = [c for c in ("query_id", "doc_id", "score") if c not in header]
             if missing:
                 raise InputError(f"header lacks column(s) {', '.join(missing)}", str(path), number)
+            twice = [c for c in ("query_id", "doc_id", "score") if header.count(c) > 1]
+            if twice:  # which one holds the labels? refused, never guessed
+                where = [i + 1 for i, c in enumerate(header) if c == twice[0]]
+                raise InputError(f"column {twice[0]!r} twice (columns {where[0]} and {where[1]})", str(path), number,
+                                 twice[0])
             col = {c: header.index(c) for c in ("query_id", "doc_id", "score")}
             continue
         if len(cells) != len(header):

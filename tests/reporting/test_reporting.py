@@ -529,3 +529,12 @@ def test_latency_is_reported_only_from_a_timing_root_and_says_where_it_was_found
     assert ("| bm25 @ main | bm25 @ regressed | 5.00 → 2.50 (-2.50) | 7.70 → 3.85 (-3.85) | 7.94 → 3.97 (-3.97) | "
             "100.0 → 100.0 (+0.0) | 1 → 1 | yes |") in report
     assert "| dense @ main |" not in report and "found at main for 2 of 2 retrievers, at regressed for 1." in report
+
+
+def test_a_metrics_file_with_an_integer_too_long_to_read_is_one_line(tmp_path):
+    # a hostile try: a 5,000-digit number in a committed metrics file was a traceback (exit 1: the REGRESSION code)
+    from retrieval_lab.core.errors import InputError
+    from retrieval_lab.reporting.gather import read_metrics
+
+    with pytest.raises(InputError, match=r"main:metrics/bm25.json:1 field 'depth'"):
+        read_metrics('{"nDCG@10": 0.5, "depth": ' + "9" * 5000 + "}", "main:metrics/bm25.json")

@@ -28,6 +28,7 @@ from ..comparison import ComparisonRow, per_query_measures, values_of
 from ..core.atomic import REPLACING, check_whole
 from ..core.data import Dataset, Qrels, load_dataset, read_qrels
 from ..core.errors import InputError
+from ..core.parse import json_loads
 from ..metrics import parse_measure
 from ..report_files import COMPARE, DIAGNOSIS, PER_QUERY, RECALL_CURVE
 from ..runs import Run, read_run
@@ -174,7 +175,7 @@ class Revision:
                 lock = yaml.safe_load(text or "") or {}
                 for stage in (lock.get("stages") or {}).values():
                     self._dvc_outs |= {normal(o["path"]) for o in stage.get("outs") or [] if "path" in o}
-            except (yaml.YAMLError, AttributeError, TypeError, KeyError, InputError):
+            except (yaml.YAMLError, AttributeError, TypeError, KeyError, ValueError, InputError):
                 pass  # an unreadable dvc.lock tracks nothing the report can use: what it needs is missing
         return self._dvc_outs
 
@@ -269,7 +270,7 @@ def read_metrics(text: str | None, source: str) -> dict | None:
     if text is None:
         return None
     try:
-        obj = json.loads(text)
+        obj = json_loads(text, source)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON ({exc.msg})", source, exc.lineno) from None
     if not isinstance(obj, dict):
@@ -390,9 +391,9 @@ def _timing(text: str | None) -> dict | None:
     if not text:
         return None
     try:
-        summary = json.loads(text)["summary"]
+        summary = json_loads(text)["summary"]
         return summary if all(isinstance(summary.get(k), (int, float)) for k in ("p50_ms", "p95_ms", "qps")) else None
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (json.JSONDecodeError, InputError, KeyError, TypeError):
         return None
 
 
@@ -433,7 +434,11 @@ def gather(base: str, head: str | None, paths: ReportPaths, variants: list[str],
     g = Gathered(base, head, paths, metrics, measures_changed, bookkeeping, found, found_roots)
     for r in g.changed:
         text = revs[1].read(paths.report_file(r.name, DIAGNOSIS))
-        g.diagnoses[r.name] = json.loads(text) if text else None
+        source = revs[1].source(paths.report_file(r.name, DIAGNOSIS))
+        try:
+            g.diagnoses[r.name] = json_loads(text, source) if text else None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"not JSON ({exc.msg})", source, exc.lineno) from None
         curve = paths.report_file(r.name, RECALL_CURVE)
         g.recall[r.name] = (_curve(revs[0].read(curve)), _curve(revs[1].read(curve)))
     for r in g.retrievers if paths.timing else []:  # latency moves without the results: every retriever
