@@ -50,8 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # the SciFact quality command's --set (docs/datasets.md; tests/scripts/test_bench_finetune_peers.py checks it)
 QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true", "train.epochs=3",
            "train.schedule=constant", "train.warmup_ratio=0", "train.variants.query.epochs=12",
-           "train.patience=2", "train.bf16=true", "train.validate_candidates=30", "dense.bf16=true",
-           "dense.max_seq_length=512"]
+           "train.patience=2", "dense.bf16=true", "dense.max_seq_length=512"]
 ST_DEFAULTS = {"batch": 8, "lr": 5e-5, "epochs": 3}  # SentenceTransformerTrainingArguments' (transformers') defaults
 CMNRL = {"batch": 128, "mini_batch": 32}
 TUNED_LRS = [1e-5, 2e-5, 5e-5]
