@@ -17,9 +17,8 @@ plus ``--set``), and its final embeddings are made as the stage makes them (`den
 - **st-mnrl-tuned**: st-mnrl with the learning rate chosen on validation too: the runs at
   ``--tuned-lrs`` (each keeping its best epoch), the best of them kept; its time is all of them.
 
-Each (contender, seed) runs in a fresh process, which never opens the test qrels (the
-sentence-transformers ones; ours loads the dataset as the stage does): it writes a run of every
-query at depth 100. The test qrels are read once, here, after all of them. Reported: test nDCG@10
+Each (contender, seed) runs in a fresh process, which never opens the test qrels (`prepare` keeps
+them apart, in the held-out folder): it writes a run of every query at depth 100. The test qrels are read once, here, after all of them. Reported: test nDCG@10
 and R@100 on all / seen / unseen claims (mean and sample sd over the seeds), paired comparisons
 (the seed-mean of each query) of each sentence-transformers contender against each of ours, one
 family with simultaneous intervals (:func:`retrieval_lab.comparison.compare_family`), wall time
@@ -27,7 +26,8 @@ family with simultaneous intervals (:func:`retrieval_lab.comparison.compare_fami
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py --dataset data/prepared/scifact \\
         --negatives data/mined/scifact/hard/negatives.jsonl --base-embeddings data/embeddings/dense/scifact \\
-        --seeds 42 43 44 --json bench-results/finetune-peers.json [--set KEY=VALUE ...] [--only ...]
+        --test-qrels data/heldout/scifact/qrels/test.tsv --seeds 42 43 44 --json bench-results/finetune-peers.json \\
+        [--set KEY=VALUE ...] [--only ...]
 
 ``--set`` defaults to the SciFact quality command of docs/datasets.md (:data:`QUALITY`). ``--json`` is
 rewritten after each (contender, seed), so an interrupted bench keeps what finished.
@@ -216,16 +216,17 @@ CONTENDERS = [*OURS, "st-mnrl", "st-cmnrl", "st-mnrl-tuned"]
 # ----------------------------------------------------------------------------- the test, read once
 
 
-def score(dataset_dir: str, rows: list[dict], family_level: float, permutations: int, seed: int) -> dict:
+def score(dataset_dir: str, test_qrels: str, rows: list[dict], family_level: float, permutations: int,
+          seed: int) -> dict:
     """Test measures per (contender, seed), their seed means, and the paired family against ours."""
     from retrieval_lab.comparison import compare_family, family_of
-    from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.core.data import load_dataset, read_qrels
     from retrieval_lab.evaluation import seen_queries
     from retrieval_lab.metrics import measure_run
     from retrieval_lab.runs import read_run
 
-    dataset = load_dataset(dataset_dir, ["train", "test"])  # the one read of the test qrels
-    test = dataset.qrels["test"]
+    dataset = load_dataset(dataset_dir, ["train"])
+    test = read_qrels(test_qrels, dataset.queries, dataset.corpus)  # the one read of the test qrels
     seen = seen_queries(test, dataset.qrels.get("train", {}))
     strata = {"all": sorted(test), "seen": sorted(q for q in test if q in seen),
               "unseen": sorted(q for q in test if q not in seen)}
@@ -284,6 +285,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--dataset", required=True, help="the prepared dataset (with qrels/val.tsv)")
     parser.add_argument("--negatives", required=True, help="mine@hard's negatives.jsonl")
     parser.add_argument("--base-embeddings", required=True, help="encode@dense's embeddings folder")
+    parser.add_argument("--test-qrels", required=True, help="prepare's held-out test qrels (data/heldout/.../test.tsv)")
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
     parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="SECTION.KEY=VALUE",
                         help="params override (default: the SciFact quality command of docs/datasets.md)")
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> dict:
             rows.append(row)
             print(f"{name} seed {seed}: {row['seconds']:.0f} s, peak {row['peak_mb']:.0f} MiB", flush=True)
             _bench.write_json(ns.json, {**head, "rows": copy.deepcopy(rows), "finished": False})
-    result = {**head, "rows": rows, **score(ns.dataset, rows, evaluate.ci_level, evaluate.permutations,
+    result = {**head, "rows": rows, **score(ns.dataset, ns.test_qrels, rows, evaluate.ci_level, evaluate.permutations,
                                            evaluate.seed), "wall_seconds": time.perf_counter() - started,
               "finished": True}
     for r in rows:

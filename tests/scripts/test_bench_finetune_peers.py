@@ -45,7 +45,7 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     # the base model's validation is the same number for every contender (the same validator, same weights)
     firsts = {rows[0]["validation"][0]["nDCG@10"], *(t["curve"][0]["nDCG@10"] for r in rows[2:] for t in r["tried"])}
     assert len(firsts) == 1
-    result = bench.score(str(dataset_dir), rows, 0.95, 200, 5)
+    result = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), rows, 0.95, 200, 5)
     assert result["strata"] == {"all": 2, "unseen": 2}  # the toy's test claims cite no training positive
     # each (contender, seed)'s test mean against pytrec_eval on its run file
     test = load_dataset(dataset_dir, ["test"]).qrels["test"]

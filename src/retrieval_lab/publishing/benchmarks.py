@@ -471,7 +471,8 @@ def ablation_section(folder: Path) -> list[str]:
 
 PEERS_COMMAND = ("OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py --dataset data/prepared/scifact "
                  "--negatives data/mined/scifact/hard/negatives.jsonl --base-embeddings data/embeddings/dense/scifact "
-                 "--seeds 42 43 44 --json {results_dir}/finetune-peers.json")
+                 "--test-qrels data/heldout/scifact/qrels/test.tsv --seeds 42 43 44 "
+                 "--json {results_dir}/finetune-peers.json")
 PEER_NAMES = {"ours-hard": "ours, `train@hard`", "ours-query": "ours, `train@query`",
               "st-mnrl": "SentenceTransformerTrainer + MNRL, defaults",
               "st-cmnrl": "SentenceTransformerTrainer + cached MNRL, batch 128",
