@@ -11,7 +11,10 @@ The epoch each way selects is the point: candidates that select another epoch ch
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_validation.py --dataset data/prepared/scifact \\
         --negatives data/mined/scifact/hard/negatives.jsonl --base-embeddings data/embeddings/dense/scifact \\
-        [--candidates 10 30 100] [--set KEY=VALUE ...] [--json out.json]
+        [--candidates 10 30 100] [--set KEY=VALUE ...] [--sizes-only] [--json out.json]
+
+``--sizes-only``: no training, only each union's documents, their share of the corpus's tokens and the
+val positives inside it, from the base embeddings (seconds).
 """
 
 from __future__ import annotations
@@ -109,6 +112,39 @@ def run(dataset_dir: str, negatives: str, base_embeddings: str, overrides: list[
             "load_before": load_before, "load_after": os.getloadavg()}
 
 
+def union_sizes(dataset_dir: str, base_embeddings: str, sizes: list[int], overrides: list[str],
+                params_path: str | Path = ROOT / "params.yaml") -> dict:
+    """The candidate unions from the base embeddings alone (no training): documents, their share of the corpus's
+    tokens at ``dense.max_seq_length`` (what an encode costs), and the val positives inside."""
+    import numpy as np
+
+    from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.core.params import base_model
+    from retrieval_lab.core.params_file import load_params
+    from retrieval_lab.encoder import load, load_embeddings
+    from retrieval_lab.training.validation import Candidates, _rank
+
+    params = load_params(params_path, overrides)
+    dataset, base = load_dataset(dataset_dir), load_embeddings(base_embeddings)
+    qrels = {q: j for q, j in dataset.qrels["val"].items() if any(r > 0 for r in j.values())}
+    qids = sorted(qrels)
+    rows = {q: i for i, q in enumerate(base.query_ids)}
+    q = base.query_embeddings[[rows[i] for i in qids]]  # the val claims as the encode stage embedded them
+    doc_ids = list(base.doc_ids)
+    tokenizer = load(base_model(params)[0], "cpu").tokenizer
+    texts = [dataset.corpus[d].content(list(params.retrieve.fields)) for d in doc_ids]
+    lengths = np.array([len(t) for t in tokenizer(texts, truncation=True,
+                                                  max_length=params.dense.max_seq_length)["input_ids"]])
+    positives = {d for judged in qrels.values() for d, r in judged.items() if r > 0}
+    out = {"val_queries": len(qids), "documents": len(doc_ids), "val_positives": len(positives), "unions": {}}
+    for n in sizes:
+        candidates = Candidates(n)
+        keep = candidates.fix(_rank(q, base.doc_embeddings, doc_ids, qids, n), doc_ids)
+        out["unions"][str(n)] = {"documents": len(keep), "token_share": float(lengths[keep].sum() / lengths.sum()),
+                                 "val_positives_inside": len(positives & set(candidates.ids))}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", required=True)
@@ -117,10 +153,17 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, nargs="+", default=[10, 30, 100])
     parser.add_argument("--variant", default="hard")
     parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="SECTION.KEY=VALUE")
+    parser.add_argument("--sizes-only", action="store_true", help="only the unions' sizes, from the base embeddings")
     parser.add_argument("--json")
     args = parser.parse_args()
+    overrides = QUALITY if args.overrides is None else args.overrides
+    if args.sizes_only:
+        result = union_sizes(args.dataset, args.base_embeddings, args.candidates, overrides)
+        print(result)
+        _bench.write_json(args.json, result)
+        return
     result = run(args.dataset, args.negatives, args.base_embeddings,
-                 QUALITY if args.overrides is None else args.overrides, args.candidates, args.variant)
+                 overrides, args.candidates, args.variant)
     print(f"selected step: full corpus {result['selection']['full']}; "
           + ", ".join(f"top-{n} union {result['selection'][str(n)]} ({result['unions'][str(n)]['documents']} docs, "
                       f"{result['unions'][str(n)]['encode_seconds']:.0f} s)" for n in args.candidates)
