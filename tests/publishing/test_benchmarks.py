@@ -286,7 +286,7 @@ def test_the_committed_page_is_what_the_committed_results_give(report, tmp_path,
 
 
 def test_finetune_peers_section(report):
-    cell = lambda mean, sd: {"mean": mean, "sd": sd, "values": []}  # noqa: E731
+    cell = lambda mean, sd: {"mean": mean, "sd": sd, "values": []}
     summary = [{"contender": name, "seeds": [42, 43], "seconds": seconds, "peak_mb": 2048.0,
                 "nDCG@10 all": cell(mean, 0.01), "nDCG@10 seen": cell(mean + 0.02, 0.02),
                 "nDCG@10 unseen": cell(mean - 0.02, None), "R@100 all": cell(0.95, 0.0)}
