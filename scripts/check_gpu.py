@@ -14,13 +14,17 @@ On a CUDA machine (``--device cuda``, the default):
    single process's loss and gradients (dropout off) to rounding;
 5. **encode_ddp**, with >= 2 GPUs: the ``encode`` stage under ``torchrun --nproc-per-node 2``
    (each GPU a shard, rank 0 writing) gives the one-process embeddings (same ids, same
-   order) within ``ENCODE_DDP_TOLERANCE`` per entry.
+   order) within ``ENCODE_DDP_TOLERANCE`` per entry;
+6. **peers**: ``--peer-steps`` steps of our trainer and of sentence-transformers'
+   ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss`` (the contenders of
+   ``scripts/bench_finetune_peers.py``) on the same rows, batch 32, lr 2e-5, bf16 on CUDA: seconds
+   a step of each and their ratio (ours / theirs); both must give finite losses.
 
 A check that cannot run here (no faiss GPU build, one GPU) says so and is skipped.
 ``--device cpu`` runs every check on the CPU (what the test suite does at tiny sizes);
 the report then says the CUDA calls were not made. Prints a short report; ``--json`` keeps it.
 
-    .venv/bin/python scripts/check_gpu.py [--docs 2000] [--steps 30] [--json bench-results/gpu.json]
+    .venv/bin/python scripts/check_gpu.py [--docs 2000] [--steps 30] [--peer-steps 20] [--json bench-results/gpu.json]
 """
 
 from __future__ import annotations
@@ -212,7 +216,49 @@ def check_encode_ddp(data: str, device: str, max_length: int, workdir: Path) -> 
             "same_ids": same_ids, "max_abs_diff": diff, "passed": same_ids and diff <= ENCODE_DDP_TOLERANCE}
 
 
-def run_checks(data: str, device: str, docs: int, steps: int, max_length: int) -> dict:
+def check_peers(dataset, device: str, steps: int, max_length: int) -> dict:
+    """Seconds a step of our trainer and of SentenceTransformerTrainer + MNRL, the same rows on ``device``."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers import SentenceTransformerTrainingArguments as Arguments
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    from retrieval_lab.core.params import TrainParams
+    from retrieval_lab.encoder import load
+    from retrieval_lab.model_files import verify_lock
+    from retrieval_lab.training import LoopOptions, TrainSpec, fine_tune
+
+    data = _training_data(dataset, 11)
+    params = TrainParams(seed=42, max_steps=steps, batch_size=32, lr=2e-5, schedule="constant", warmup_ratio=0.0,
+                         max_seq_length=max_length, positives_per_query=1, positives_at_least=True, select="last")
+    encoder = load(LOCK, device)
+    result = fine_tune(encoder, data, TrainSpec.from_params(params, "random"), LoopOptions({}, progress=False))
+    ours = {"steps": result.steps, "seconds_per_step": result.seconds / max(result.steps, 1),
+            "last_loss": result.history[-1]["loss"]}
+    rows = [(data.query_texts[e.query_id], data.doc_texts[e.positives[0]], data.doc_texts[e.negatives[0]])
+            for e in data.examples]
+    model = SentenceTransformer(str(verify_lock(LOCK)), device=device, trust_remote_code=False)
+    model.max_seq_length = max_length
+    with tempfile.TemporaryDirectory() as tmp:
+        args = Arguments(output_dir=tmp, max_steps=steps, per_device_train_batch_size=32, learning_rate=2e-5,
+                         lr_scheduler_type="constant", seed=42, save_strategy="no", report_to="none",
+                         logging_steps=1, disable_tqdm=True, use_cpu=not device.startswith("cuda"),
+                         bf16=device.startswith("cuda"))
+        train = Dataset.from_dict({k: [r[i] for r in rows] for i, k in enumerate(("anchor", "positive", "negative"))})
+        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train,
+                                             loss=MultipleNegativesRankingLoss(model))
+        started = time.perf_counter()
+        output = trainer.train()
+        seconds = time.perf_counter() - started
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    theirs = {"steps": int(output.global_step), "seconds_per_step": seconds / max(output.global_step, 1),
+              "last_loss": losses[-1] if losses else float("nan")}
+    finite = all(np.isfinite(x["last_loss"]) for x in (ours, theirs))
+    return {"ours": ours, "sentence_transformers": theirs,
+            "ratio": ours["seconds_per_step"] / theirs["seconds_per_step"], "passed": bool(finite)}
+
+
+def run_checks(data: str, device: str, docs: int, steps: int, max_length: int, peer_steps: int = 20) -> dict:
     import torch
 
     report = {"device": device, "cuda": torch.cuda.is_available(),
@@ -230,7 +276,8 @@ def run_checks(data: str, device: str, docs: int, steps: int, max_length: int) -
         report["faiss"] = check_faiss(dataset, device, embeddings, max_length)
         report["ddp"] = check_ddp(data, device, Path(tmp))
         report["encode_ddp"] = check_encode_ddp(data, device, max_length, Path(tmp))
-    ran = [report[k] for k in ("encode", "train", "faiss", "ddp", "encode_ddp") if "skipped" not in report[k]]
+        report["peers"] = check_peers(dataset, device, peer_steps, max_length)
+    ran = [report[k] for k in ("encode", "train", "faiss", "ddp", "encode_ddp", "peers") if "skipped" not in report[k]]
     report["passed"] = all(r["passed"] for r in ran)
     return report
 
@@ -260,6 +307,11 @@ def format_report(report: dict) -> str:
         f"{s['docs']} docs in {s['two_seconds']:.1f} s (1 process: {s['one_seconds']:.1f} s), same ids "
         f"{s['same_ids']}, max entry diff {s['max_abs_diff']:.2e} [<= {ENCODE_DDP_TOLERANCE}] "
         f"{'ok' if s['passed'] else 'FAILED'}"))
+    p = report["peers"]
+    lines.append(f"  peers, {p['ours']['steps']} steps each: ours {p['ours']['seconds_per_step']:.2f} s a step, "
+                 f"SentenceTransformerTrainer + MNRL {p['sentence_transformers']['seconds_per_step']:.2f} s "
+                 f"({p['ratio']:.2f}x); last losses {p['ours']['last_loss']:.4f} and "
+                 f"{p['sentence_transformers']['last_loss']:.4f} {'ok' if p['passed'] else 'FAILED'}")
     lines.append("passed" if report["passed"] else "FAILED")
     return "\n".join(lines)
 
@@ -271,12 +323,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--peer-steps", type=int, default=20, help="steps of each trainer in the peers check")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     from retrieval_lab.core.errors import InputError
 
     try:
-        report = run_checks(args.data, args.device, args.docs, args.steps, args.max_length)
+        report = run_checks(args.data, args.device, args.docs, args.steps, args.max_length, args.peer_steps)
     except InputError as exc:
         print(f"check_gpu: {exc}")
         return 2

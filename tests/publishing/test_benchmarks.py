@@ -283,3 +283,29 @@ def test_the_committed_page_is_what_the_committed_results_give(report, tmp_path,
     assert report.main([*invocation, "--output", str(out)]) == 0
     rebuilt = out.read_text(encoding="utf-8").replace(f" --output {out}", "")
     assert rebuilt == page, "docs/benchmarks.md differs from what bench-results/ gives: rerun the command in its head"
+
+
+def test_finetune_peers_section(report):
+    cell = lambda mean, sd: {"mean": mean, "sd": sd, "values": []}
+    summary = [{"contender": name, "seeds": [42, 43], "seconds": seconds, "peak_mb": 2048.0,
+                "nDCG@10 all": cell(mean, 0.01), "nDCG@10 seen": cell(mean + 0.02, 0.02),
+                "nDCG@10 unseen": cell(mean - 0.02, None), "R@100 all": cell(0.95, 0.0)}
+               for name, seconds, mean in (("ours-hard", 800.0, 0.7125), ("st-mnrl", 1000.0, 0.7200))]
+    comparison = {"ours": "ours-hard", "peer": "st-mnrl", "measure": "nDCG@10", "stratum": "all", "queries": 300,
+                  "mean_difference": 0.0075, "ci_low": -0.02, "ci_high": 0.035, "verdict": "no significant difference"}
+    peers = {"rows": [{"contender": c, "seed": s} for c in ("ours-hard", "st-mnrl") for s in (42, 43)]
+             + [{"contender": "st-mnrl", "seed": 44}], "finished": True,
+             "machine": {"cpu": "AMD EPYC", "usable_cores": 2}, "overrides": ["train.bf16=true"],
+             "st": {"batch": 8, "lr": 5e-5, "epochs": 3, "tuned_lrs": [1e-5]}, "strata": {"all": 300, "seen": 168,
+             "unseen": 132}, "summary": summary, "comparisons": [comparison],
+             "family": {"family_size": 1, "family_level": 0.95, "permutations": 100, "seed": 5},
+             "goals": [{"ours": "ours-hard", "best_peer": "st-mnrl", "difference": -0.0075, "low": -0.035,
+                        "high": 0.02, "time_ratio": 0.8, "quality_met": False, "time_met": True, "met": False}]}
+    md = report.build_report({}, {}, "r", None, [], MACHINE, "now", peers=peers)
+    assert _rows(md, "ours, `train@hard`")[0][1:] == ["42, 43", "0.7125 ± 0.0100", "0.7325 ± 0.0200", "0.6925",
+                                                      "0.9500 ± 0.0000", "800", "2,048"]
+    assert _rows(md, "st-mnrl")[0][1:] == ["ours-hard", "nDCG@10", "all (300)", "+0.0075", "[-0.0200, +0.0350]",
+                                           "no significant difference"]
+    assert _rows(md, "ours-hard")[-1][1:] == ["st-mnrl", "-0.0075", "[-0.0350, +0.0200]", "0.80x",
+                                              "quality no, time yes", "**no**"]
+    assert "missing ours-hard seed 44" in md and "Not run" not in md.split("## Fine-tuning")[1].split("## ")[0]

@@ -173,3 +173,38 @@ def test_corpus_encodes_come_from_the_base_embeddings_and_the_validation_of_the_
         assert emb.doc_embeddings.tobytes() == fresh.tobytes(), name  # same process, same settings
     if select == "last":
         assert results["base"].selected_step is None
+
+
+def test_validation_on_candidates_encodes_their_union_and_the_final_corpus_once(toy, tmp_path, monkeypatch):
+    """train.validate_candidates: the first validation (base embeddings) fixes the union of each val query's
+    top 3; later validations encode only that union; the stage's final embeddings encode the whole corpus
+    once with the kept weights (a validation encoded only the union), the bytes a fresh encode gives."""
+    from retrieval_lab.encoder import Encoder
+
+    dataset_dir, negatives, _ = toy
+    model_dir = tmp_path / "tiny"
+    tiny_encoder().save(model_dir)
+    params = _params(tmp_path, model_dir, select="last", validate_candidates=3)
+    base = tmp_path / "base"
+    encode_dataset(load(model_dir, "cpu"), load_dataset(dataset_dir), base, params.dense, ["title", "text"])
+    sizes = []
+    encode = Encoder.encode
+
+    def counting(self, texts, *args, **kwargs):
+        sizes.append(len(texts))
+        return encode(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Encoder, "encode", counting)
+    result = training.run_training(params, dataset_dir, negatives, "hard", tmp_path / "m", tmp_path / "e",
+                                   tmp_path / "l", base_embeddings=base, progress=False)
+    monkeypatch.setattr(Encoder, "encode", encode)
+    assert [v["step"] for v in result.validation] == [0, 3, 6]
+    # every validation encodes the 2 val queries; the final embeddings the 20 documents and the 10 queries;
+    # the validations at steps 3 and 6 the union of the 2 val queries' top 3 (3 to 6 documents)
+    union = [n for n in sizes if n not in (2, 10, 20)]
+    assert len(union) == 2 and len(set(union)) == 1 and 3 <= union[0] <= 6
+    assert sizes.count(20) == 1 and sizes.count(2) == 3 and sizes.count(10) == 1
+    report = json.loads((tmp_path / "m" / "training.json").read_text(encoding="utf-8"))
+    assert report["selection"]["validate_candidates"] == 3
+    fresh = load(tmp_path / "m", "cpu").encode(_texts(dataset_dir), 8, 16)
+    assert load_embeddings(tmp_path / "e").doc_embeddings.tobytes() == fresh.tobytes()

@@ -299,6 +299,9 @@ class TrainParams(Section):
     positives_per_query: int = param(2, POSITIVE)  # annotated positives every training query must have ...
     positives_at_least: bool = False  # ... at least (true) or exactly (false) that many
     validate_every: int = param(0, NON_NEGATIVE)  # steps; 0 = once per epoch
+    # rank only the union of the untrained model's top N documents for the val queries (both-sides variants):
+    # one encode of that union per validation instead of the corpus; null: the whole corpus (training/validation.py)
+    validate_candidates: int | None = param(None, POSITIVE)
     # the weights kept: best (on the val split, step 0 = the base model included) | last
     select: str = param("best", one_of(SELECTIONS))
     select_measure: str = param("nDCG@10", MEASURE_NAME)  # what best means; one of evaluate.measures

@@ -470,19 +470,85 @@ def ablation_section(folder: Path) -> list[str]:
     return lines
 
 
-def finetune_section(result: dict | None, results_dir: str) -> list[str]:
-    """scripts/bench_finetune.py: our training against the plain recipe and sentence-transformers, one run."""
+PEERS_COMMAND = ("OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py --dataset data/prepared/scifact "
+                 "--negatives data/mined/scifact/hard/negatives.jsonl --base-embeddings data/embeddings/dense/scifact "
+                 "--test-qrels data/heldout/scifact/qrels/test.tsv --seeds 42 43 44 "
+                 "--json {results_dir}/finetune-peers.json")
+PEER_NAMES = {"ours-hard": "ours, `train@hard`", "ours-query": "ours, `train@query`",
+              "st-mnrl": "SentenceTransformerTrainer + MNRL, defaults",
+              "st-cmnrl": "SentenceTransformerTrainer + cached MNRL, batch 128",
+              "st-mnrl-tuned": "SentenceTransformerTrainer + MNRL, lr and epoch on validation"}
+
+
+def finetune_section(result: dict | None, results_dir: str, peers: dict | None = None) -> list[str]:
+    """scripts/bench_finetune_peers.py (ours against sentence-transformers' trainer, seeds, intervals) and
+    scripts/bench_finetune.py (the plain recipe, one run), each shown when its JSON is there."""
     command = (f"`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py --run runs/scifact/dense.trec "
                f"--json {results_dir}/finetune.json`")
     lines = ["## Fine-tuning quality against the plain recipe and sentence-transformers (SciFact test)", ""]
+    if result is None and peers is None:
+        return lines + [f"Not run. Measure with `{PEERS_COMMAND.format(results_dir=results_dir)}`."]
+    if peers is not None:
+        lines += peers_lines(peers, results_dir)
     if result is None:
-        return lines + [f"Not run. Measure with {command}."]
+        return lines
     rows = [[r["contender"], str(r["steps"]), _num(r["train_seconds"]),
              *[_value(r, m) for m in ("nDCG@10", "AP@10", "R@100")]] for r in result["rows"]]
-    lines += _table(["contender", "steps", "train seconds", "nDCG@10", "AP@10", "R@100"], rows,
-                    "|---|---:|---:|---:|---:|---:|")
+    lines += ([""] if peers is not None else []) + _table(
+        ["contender", "steps", "train seconds", "nDCG@10", "AP@10", "R@100"], rows, "|---|---:|---:|---:|---:|---:|")
     differences = "; ".join(f"{name}: **{value:+.4f}**" for name, value in result["ndcg10_differences"].items())
     return lines + ["", f"nDCG@10 {differences} ({result['pairs']} recipe pairs, one run: {command})."]
+
+
+def _spread_cell(cell: dict) -> str:
+    return f"{cell['mean']:.4f}" + (f" ± {cell['sd']:.4f}" if cell.get("sd") is not None else "")
+
+
+def peers_lines(peers: dict, results_dir: str) -> list[str]:
+    """The peers bench: each contender's test figures over its seeds, time and memory, the paired family."""
+    from retrieval_lab.comparison import Family, interval_text
+
+    seeds = sorted({r["seed"] for r in peers["rows"]})
+    done = {(r["contender"], r["seed"]) for r in peers["rows"]}
+    contenders = list(dict.fromkeys(r["contender"] for r in peers["rows"]))
+    missing = [f"{c} seed {s}" for c in contenders for s in seeds if (c, s) not in done]
+    strata = peers.get("strata", {})
+    lines = [(f"`scripts/bench_finetune_peers.py`, one run on one machine ({peers['machine'].get('cpu')}, "
+              f"{peers['machine'].get('usable_cores')} usable cores), seeds {', '.join(map(str, seeds))}: every "
+              "contender trains on the pipeline's 688 training claims with `mine@hard`'s negatives, keeps its best "
+              "validation on the same validator as the `train` stage (the untrained model a candidate), and is "
+              "encoded as the stage encodes; the test qrels are read once, after all of them. Params: "
+              f"`{' '.join(peers['overrides'])}`; sentence-transformers' defaults: batch {peers['st']['batch']}, "
+              f"lr {peers['st']['lr']:g}, {peers['st']['epochs']} epochs; tuned: lr in "
+              f"{', '.join(f'{x:g}' for x in peers['st']['tuned_lrs'])}. Reproduce: "
+              f"`{PEERS_COMMAND.format(results_dir=results_dir)}`."), ""]
+    if not peers.get("finished"):
+        return lines + [f"**Interrupted**: {len(peers['rows'])} (contender, seed) runs finished, not scored."]
+    if missing:
+        lines += [f"**Not every seed finished**: missing {', '.join(missing)}; means are over the seeds listed.", ""]
+    header = ["contender", "seeds", "nDCG@10 all", f"seen ({strata.get('seen', 0)})",
+              f"unseen ({strata.get('unseen', 0)})", "R@100 all", "wall s (mean)", "peak MiB"]
+    rows = [[PEER_NAMES.get(r["contender"], r["contender"]), ", ".join(map(str, r["seeds"])),
+             *[_spread_cell(r[k]) if k in r else "" for k in ("nDCG@10 all", "nDCG@10 seen", "nDCG@10 unseen",
+                                                               "R@100 all")],
+             _num(r["seconds"]), _mib(r["peak_mb"])] for r in peers["summary"]]
+    lines += _table(header, rows, "|---|---|---:|---:|---:|---:|---:|---:|")
+    family = Family.from_json(peers["family"])
+    lines += ["", (f"Paired: each query's mean over the seeds, sentence-transformers contender − ours; "
+                   f"{family.family_level:.0%} simultaneous intervals across the {family.size} comparisons "
+                   f"(paired randomization, {family.permutations} sign flips, seed {family.seed})."), ""]
+    table = [[c["peer"], c["ours"], c["measure"], f"{c['stratum']} ({c['queries']})", f"{c['mean_difference']:+.4f}",
+              interval_text(c), c["verdict"].replace("candidate", c["peer"])
+              .replace("baseline", c["ours"])] for c in peers["comparisons"]]
+    lines += _table(["peer", "ours", "measure", "queries", "difference", "interval", "verdict"], table,
+                    "|---|---|---|---|---:|---|---|")
+    lines += ["", ("| ours | best peer | ours − peer, nDCG@10 all | interval | time ours / peer | goal: > −0.01 and "
+                   "<= 0.8x | met? |"), "|---|---|---:|---|---:|---|---|"]
+    for g in peers["goals"]:
+        lines.append(f"| {g['ours']} | {g['best_peer']} | {g['difference']:+.4f} | [{g['low']:+.4f}, "
+                     f"{g['high']:+.4f}] | {g['time_ratio']:.2f}x | quality {'yes' if g['quality_met'] else 'no'}, "
+                     f"time {'yes' if g['time_met'] else 'no'} | {'yes' if g['met'] else '**no**'} |")
+    return lines
 
 
 SCALE_COMMAND = ("OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_scale.py --sizes 10000 100000 1000000 "
@@ -568,7 +634,7 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
                  metrics_dirs: Path | None | list[tuple[str | None, Path | list[Path]]], timings: list[Path],
                  current: dict, now: str, finetune: dict | None = None, scale: dict | None = None,
                  invocation: list[str] | None = None, dense_tokens: int | None = None,
-                 ablation: list[Path] | None = None) -> str:
+                 ablation: list[Path] | None = None, peers: dict | None = None) -> str:
     """``metrics_dirs``: one SciFact metrics folder, or (label, folder) pairs for several configurations; a list
     of folders in place of one: the training seeds of that configuration (the first shown, all in the spread).
     ``invocation``: this script's arguments that made the page, shown in its head. ``dense_tokens``: the
@@ -591,7 +657,7 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
     sections = [quality_section(where if isinstance(where, list) else [where] if where else [], label, dense_tokens)
                 for label, where in metrics_dirs]
     parts = [head, machine, speed, *sections, *[ablation_section(folder) for folder in ablation or []],
-             finetune_section(finetune, results_dir), scale_section(scale, results_dir), timings_section(timings)]
+             finetune_section(finetune, results_dir, peers), scale_section(scale, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
 
@@ -668,11 +734,13 @@ def main(argv: list[str] | None = None) -> int:
                if (p := results_dir / f"{b.name}.json").exists() else None for b in BENCHES}
     metrics_dirs = [_metrics_argument(item) for item in args.scifact_metrics]
     finetune, scale = results_dir / "finetune.json", results_dir / "scale.json"
+    peers = results_dir / "finetune-peers.json"
     text = build_report(results, manifest, args.results_dir.rstrip("/"), metrics_dirs,
                         [Path(t) for t in args.timings], machine_info(), _now(),
                         json_loads(finetune.read_text(encoding="utf-8"), str(finetune)) if finetune.exists() else None,
                         json_loads(scale.read_text(encoding="utf-8"), str(scale)) if scale.exists() else None,
-                        sys.argv[1:] if argv is None else argv, args.dense_tokens, args.scifact_ablation)
+                        sys.argv[1:] if argv is None else argv, args.dense_tokens, args.scifact_ablation,
+                        json_loads(peers.read_text(encoding="utf-8"), str(peers)) if peers.exists() else None)
     write_text(args.output, text)
     print(f"\nwrote {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

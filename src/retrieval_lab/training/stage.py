@@ -15,7 +15,7 @@ from .checkpoint import default_checkpoint, fingerprint, weights_digest
 from .data import check_negatives_strategy, training_data, with_frozen_documents
 from .loop import LoopOptions, TrainResult, fine_tune
 from .spec import TrainSpec
-from .validation import EncodedDocuments, dense_means
+from .validation import Candidates, EncodedDocuments, dense_means
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class TrainingReport:
     negatives: str
     corpus_pairs: dict | None  # pairs drawn from the corpus, when the variant trains on them
     base_model: dict  # the encoder's source: lock, hashes or folder
+    validate_candidates: int | None = None  # train.validate_candidates: validation re-ranked the base's top N
 
     def to_json(self) -> dict:
         r = self.result
@@ -41,7 +42,9 @@ class TrainingReport:
                 "world_size": self.world_size, "first_loss": r.history[0]["loss"],
                 "last_loss": r.history[-1]["loss"], "validation": r.validation, "selected_step": r.selected_step,
                 "selection": {"select": self.select, "measure": self.select_measure, "patience": self.patience,
-                              "ended_by_patience": r.patience_stop},
+                              "ended_by_patience": r.patience_stop,
+                              **({"validate_candidates": self.validate_candidates}
+                                 if self.validate_candidates is not None else {})},
                 "negatives": self.negatives,
                 **({"corpus_pairs": self.corpus_pairs} if self.corpus_pairs else {}),
                 "base_model": self.base_model}
@@ -117,7 +120,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     if dist_info.main:
         report = TrainingReport(variant_name, fp, result, str(encoder.device), dist_info.world, train.select,
                                 train.select_measure, train.patience, str(negatives), data.pseudo or None,
-                                encoder.source)
+                                encoder.source, train.validate_candidates if frozen is None else None)
         encoder.save(model_out, {"training.json": report.to_json()})
         write_embeddings(embeddings, embeddings_out)
         write_live(live_dir, result)
@@ -143,7 +146,8 @@ def validator(dataset: Dataset, fields: list[str], params: Params, frozen=None,
               encoded: EncodedDocuments | None = None) -> Callable[[object], dict] | None:
     """Score the val queries against the whole corpus with :func:`dense_means` (None: no val query);
     with ``frozen`` (embeddings), against its documents: only the queries are re-encoded. ``encoded``
-    keeps the corpus embeddings each validation makes (for the stage's final encode)."""
+    keeps the corpus embeddings each validation makes (for the stage's final encode). With
+    ``train.validate_candidates`` (both sides), against the base model's candidates (:class:`Candidates`)."""
     qrels = {q: j for q, j in dataset.qrels.get("val", {}).items() if any(r > 0 for r in j.values())}
     if not qrels:
         return None
@@ -151,8 +155,10 @@ def validator(dataset: Dataset, fields: list[str], params: Params, frozen=None,
     doc_texts = {d: dataset.corpus[d].content(fields) for d in dataset.corpus}
     documents = None if frozen is None else (frozen.doc_ids, frozen.doc_embeddings)
     measures = list(params.evaluate.measures)
+    per_query = params.train.validate_candidates
+    candidates = Candidates(per_query) if per_query is not None and frozen is None else None
     return lambda encoder: dense_means(encoder, qrels, query_texts, doc_texts, params.dense,
-                                       params.retrieve.depth, measures, documents, encoded)
+                                       params.retrieve.depth, measures, documents, encoded, candidates)
 
 
 def write_live(live_dir: str | Path, result: TrainResult) -> None:

@@ -1,0 +1,341 @@
+"""Fine-tuning on equal footing: our `train` stage against sentence-transformers' trainer, seeds, one machine.
+
+Every contender trains on the pipeline's own inputs: the prepared dataset (SciFact: 688
+training claims, 121 validation claims carved by `prepare`), the mined hard negatives of
+`mine@hard` and the base model's embeddings of `encode@dense`; every contender keeps the weights
+of its best validation on `train.select_measure` (the untrained model a candidate too), measured by
+the same validator as our `train` stage (:func:`retrieval_lab.training.validator`, with params.yaml
+plus ``--set``), and its final embeddings are made as the stage makes them (`dense.*`).
+
+- **ours-hard**, **ours-query**: :func:`retrieval_lab.training.run_training`, the `train@hard` and
+  `train@query` stages as the pipeline runs them.
+- **st-mnrl**: ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss`` at their
+  documented defaults (batch 8, lr 5e-5, 3 epochs, linear decay, no warmup, fp32, scale 20), one row
+  (claim, positive, mined negative) per annotated positive; validated after every epoch.
+- **st-cmnrl**: the same with ``CachedMultipleNegativesRankingLoss`` (its point: a large batch in
+  little memory) at batch 128, mini-batches of 32.
+- **st-mnrl-tuned**: st-mnrl with the learning rate chosen on validation too: the runs at
+  ``--tuned-lrs`` (each keeping its best epoch), the best of them kept; its time is all of them.
+
+Each (contender, seed) runs in a fresh process, which never opens the test qrels (`prepare` keeps
+them apart, in the held-out folder): it writes a run of every query at depth 100. The test qrels are read once, here, after all of them. Reported: test nDCG@10
+and R@100 on all / seen / unseen claims (mean and sample sd over the seeds), paired comparisons
+(the seed-mean of each query) of each sentence-transformers contender against each of ours, one
+family with simultaneous intervals (:func:`retrieval_lab.comparison.compare_family`), wall time
+(training, validations and the final encode) and the process's peak RSS.
+
+    OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py --dataset data/prepared/scifact \\
+        --negatives data/mined/scifact/hard/negatives.jsonl --base-embeddings data/embeddings/dense/scifact \\
+        --test-qrels data/heldout/scifact/qrels/test.tsv --seeds 42 43 44 --json bench-results/finetune-peers.json \\
+        [--set KEY=VALUE ...] [--only ...]
+
+``--set`` defaults to the SciFact quality command of docs/datasets.md (:data:`QUALITY`). ``--json`` is
+rewritten after each (contender, seed), so an interrupted bench keeps what finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import _bench
+
+ROOT = Path(__file__).resolve().parents[1]
+# the SciFact quality command's --set (docs/datasets.md; tests/scripts/test_bench_finetune_peers.py checks it)
+QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true", "train.epochs=3",
+           "train.schedule=constant", "train.warmup_ratio=0", "train.variants.query.epochs=12",
+           "train.patience=2", "dense.bf16=true", "dense.max_seq_length=512"]
+ST_DEFAULTS = {"batch": 8, "lr": 5e-5, "epochs": 3}  # SentenceTransformerTrainingArguments' (transformers') defaults
+CMNRL = {"batch": 128, "mini_batch": 32}
+TUNED_LRS = [1e-5, 2e-5, 5e-5]
+MEASURES = ["nDCG@10", "R@100"]
+DEPTH = 100
+OURS = ("ours-hard", "ours-query")
+
+
+# ----------------------------------------------------------------------------- one contender, one seed
+
+
+def _params(args: dict, seed: int):
+    from retrieval_lab.core.params_file import load_params
+
+    return load_params(args["params"], [*args["overrides"], f"train.seed={seed}"])
+
+
+def _write_run(encoder_or_embeddings, path: Path) -> None:
+    """Every query's top ``DEPTH`` documents by dot product, written as a TREC run."""
+    from retrieval_lab.runs import write_run
+    from retrieval_lab.training.validation import _rank
+
+    e = encoder_or_embeddings
+    run = _rank(e.query_embeddings, e.doc_embeddings, list(e.doc_ids), list(e.query_ids), DEPTH)
+    write_run(path, run, "bench")
+
+
+def ours(args: dict, name: str, seed: int) -> dict:
+    from retrieval_lab.encoder import load_embeddings
+    from retrieval_lab.training import run_training
+
+    params = _params(args, seed)
+    out = Path(args["workdir"]) / f"{name}-s{seed}"
+    variant = name.removeprefix("ours-")
+    base = _bench.reset_peak()
+    started = time.perf_counter()
+    result = run_training(params, args["dataset"], args["negatives"], variant, out / "model", out / "embeddings",
+                          out / "live", base_embeddings=args["base_embeddings"], progress=False)
+    seconds = time.perf_counter() - started
+    _write_run(load_embeddings(out / "embeddings"), out / "run.trec")
+    return {"contender": name, "seed": seed, "seconds": seconds, "peak_mb": _bench.peak_mb(), "base_mb": base,
+            "steps": result.steps, "selected_step": result.selected_step,
+            "validation": [{"step": v["step"], params.train.select_measure: v["metrics"][params.train.select_measure]}
+                           for v in result.validation], "run": str(out / "run.trec")}
+
+
+def _rows(dataset, negatives: str, fields: list[str]) -> list[tuple[str, str, str]]:
+    """(claim, positive, negative) texts: one row per annotated positive of each training claim."""
+    from retrieval_lab.negatives import read_negatives
+
+    train = dataset.qrels["train"]
+    rows = []
+    for record in sorted(read_negatives(negatives), key=lambda r: r.query_id):
+        if record.query_id not in train or not record.negatives:
+            continue
+        negative = dataset.corpus[record.negatives[0].id].content(fields)
+        for positive in sorted(record.positives):
+            rows.append((dataset.queries[record.query_id].text, dataset.corpus[positive].content(fields), negative))
+    return rows
+
+
+def _st_train(args: dict, seed: int, params, dataset, lr: float, epochs: int, batch: int, cached: bool) -> dict:
+    """One SentenceTransformerTrainer run; validates before training and after every epoch, keeps the best."""
+    import torch
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers import SentenceTransformerTrainingArguments as Arguments
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+    from transformers import TrainerCallback
+
+    from retrieval_lab.core.params import base_model
+    from retrieval_lab.encoder import Encoder, load, load_embeddings
+    from retrieval_lab.model_files import resolve_model
+    from retrieval_lab.training import validator
+    from retrieval_lab.training.checkpoint import weights_digest
+    from retrieval_lab.training.stage import _keep_base_documents
+    from retrieval_lab.training.validation import EncodedDocuments
+
+    fields = list(params.retrieve.fields)
+    rows = _rows(dataset, args["negatives"], fields)
+    folder, _ = resolve_model(base_model(params)[0])
+    model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=False)
+    model.max_seq_length = params.train.max_seq_length
+    reference = load(base_model(params)[0], "cpu")  # the source record and the tokenizer our encode uses
+    encoder = Encoder(model[0].auto_model, reference.tokenizer, torch.device("cpu"), reference.source)
+    encoded = EncodedDocuments()
+    _keep_base_documents(encoded, weights_digest(encoder.model), load_embeddings(args["base_embeddings"]), encoder,
+                         dataset, fields, params)
+    validate = validator(dataset, fields, params, None, encoded)
+    measure = params.train.select_measure
+    curve, best = [], {}
+
+    def check(epoch: int) -> None:
+        value = validate(encoder)[measure]
+        curve.append({"epoch": epoch, measure: value})
+        if not best or value > best["value"]:  # ties keep the earlier weights, as ours does
+            best.update(epoch=epoch, value=value,
+                        state={k: v.detach().clone() for k, v in encoder.model.state_dict().items()})
+
+    class Validate(TrainerCallback):
+        def on_epoch_end(self, _args, state, control, **kwargs):
+            check(round(state.epoch))
+
+    loss = (CachedMultipleNegativesRankingLoss(model, mini_batch_size=CMNRL["mini_batch"]) if cached
+            else MultipleNegativesRankingLoss(model))
+    with tempfile.TemporaryDirectory() as tmp:
+        arguments = Arguments(output_dir=tmp, num_train_epochs=epochs, per_device_train_batch_size=batch,
+                              learning_rate=lr, seed=seed, save_strategy="no", report_to="none", use_cpu=True,
+                              logging_strategy="no", disable_tqdm=True)
+        train = Dataset.from_dict({"anchor": [r[0] for r in rows], "positive": [r[1] for r in rows],
+                                   "negative": [r[2] for r in rows]})
+        check(0)
+        trainer = SentenceTransformerTrainer(model=model, args=arguments, train_dataset=train, loss=loss,
+                                             callbacks=[Validate()])
+        output = trainer.train()
+    encoder.model.load_state_dict(best["state"])
+    encoder.model.eval()
+    return {"lr": lr, "epochs": epochs, "batch": batch, "selected_epoch": best["epoch"], "value": best["value"],
+            "curve": curve, "steps": int(output.global_step), "encoder": encoder, "encoded": encoded}
+
+
+def st(args: dict, name: str, seed: int) -> dict:
+    from retrieval_lab.core.data import load_dataset
+    from retrieval_lab.encoder import embed_dataset
+    from retrieval_lab.training.checkpoint import weights_digest
+
+    params = _params(args, seed)
+    dataset = load_dataset(args["dataset"], ["train", "val"])  # the test qrels stay closed
+    base = _bench.reset_peak()
+    started = time.perf_counter()
+    if name == "st-mnrl-tuned":
+        tried = [_st_train(args, seed, params, dataset, lr, args["st_epochs"], args["st_batch"], False)
+                 for lr in args["tuned_lrs"]]
+        chosen = max(tried, key=lambda t: t["value"])  # the first among equals: the lowest rate
+    else:
+        cached = name == "st-cmnrl"
+        batch = CMNRL["batch"] if cached else args["st_batch"]
+        tried = [_st_train(args, seed, params, dataset, args["st_lr"], args["st_epochs"], batch, cached)]
+        chosen = tried[0]
+    encoder = chosen["encoder"]
+    made = chosen["encoded"].get(weights_digest(encoder.model))  # the selected validation's corpus encode
+    embeddings = embed_dataset(encoder, dataset, params.dense, list(params.retrieve.fields), None, made)
+    seconds = time.perf_counter() - started
+    out = Path(args["workdir"]) / f"{name}-s{seed}"
+    out.mkdir(parents=True, exist_ok=True)
+    _write_run(embeddings, out / "run.trec")
+    return {"contender": name, "seed": seed, "seconds": seconds, "peak_mb": _bench.peak_mb(), "base_mb": base,
+            "steps": sum(t["steps"] for t in tried), "selected": {"lr": chosen["lr"], "epoch": chosen["selected_epoch"]},
+            "tried": [{k: t[k] for k in ("lr", "epochs", "batch", "selected_epoch", "value", "curve", "steps")}
+                      for t in tried], "run": str(out / "run.trec")}
+
+
+def contend(args: dict, name: str, seed: int) -> dict:
+    return ours(args, name, seed) if name in OURS else st(args, name, seed)
+
+
+CONTENDERS = [*OURS, "st-mnrl", "st-cmnrl", "st-mnrl-tuned"]
+
+
+# ----------------------------------------------------------------------------- the test, read once
+
+
+def score(dataset_dir: str, test_qrels: str, rows: list[dict], family_level: float, permutations: int,
+          seed: int) -> dict:
+    """Test measures per (contender, seed), their seed means, and the paired family against ours."""
+    from retrieval_lab.comparison import compare_family, family_of
+    from retrieval_lab.core.data import load_dataset, read_qrels
+    from retrieval_lab.evaluation import seen_queries
+    from retrieval_lab.metrics import measure_run
+    from retrieval_lab.runs import read_run
+
+    dataset = load_dataset(dataset_dir, ["train"])
+    test = read_qrels(test_qrels, dataset.queries, dataset.corpus)  # the one read of the test qrels
+    seen = seen_queries(test, dataset.qrels.get("train", {}))
+    strata = {"all": sorted(test), "seen": sorted(q for q in test if q in seen),
+              "unseen": sorted(q for q in test if q not in seen)}
+    strata = {s: qs for s, qs in strata.items() if qs}  # an empty stratum has no mean and no comparison
+    per_query: dict[str, dict[str, dict[str, float]]] = {}  # contender -> measure -> query -> seed mean
+    summary = []
+    for name in dict.fromkeys(r["contender"] for r in rows):
+        mine = [r for r in rows if r["contender"] == name]
+        values = [measure_run(test, read_run(r["run"]), MEASURES).per_query for r in mine]  # seed -> q -> m
+        for r, v in zip(mine, values):
+            r["test"] = {s: {m: statistics.fmean(v[q][m] for q in qs) for m in MEASURES} for s, qs in strata.items()}
+        per_query[name] = {m: {q: statistics.fmean(v[q][m] for v in values) for q in strata["all"]} for m in MEASURES}
+        summary.append({"contender": name, "seeds": [r["seed"] for r in mine],
+                        "seconds": statistics.fmean(r["seconds"] for r in mine),
+                        "peak_mb": max(r["peak_mb"] for r in mine),
+                        **{f"{m} {s}": _spread([r["test"][s][m] for r in mine]) for s in strata for m in MEASURES}})
+    pairs = [(o, p, m, s) for o in OURS if o in per_query for p in per_query if p not in OURS
+             for m in MEASURES for s in strata]
+    judged = compare_family([({q: per_query[o][m][q] for q in strata[s]}, {q: per_query[p][m][q] for q in strata[s]})
+                             for o, p, m, s in pairs], family_level, permutations, seed)
+    comparisons = [{"ours": o, "peer": p, "measure": m, "stratum": s, "queries": len(strata[s]), **row.to_json()}
+                   for (o, p, m, s), row in zip(pairs, judged) if row is not None]
+    family = family_of(judged, family_level, permutations, seed).to_json()
+    times = {r["contender"]: r["seconds"] for r in summary}
+    goals = [_goal(o, comparisons, times) for o in OURS if o in times]
+    return {"strata": {s: len(q) for s, q in strata.items()}, "summary": summary, "comparisons": comparisons,
+            "family": family, "goals": [g for g in goals if g is not None]}
+
+
+def _spread(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else None,
+            "values": values}
+
+
+def _goal(ours_name: str, comparisons: list[dict], times: dict) -> dict | None:
+    """Ours against the best sentence-transformers contender (by its test mean): the interval of peer - ours
+    on nDCG@10, all claims, must lie below +0.01 (ours' lower bound above -0.01), at <= 0.8x its time."""
+    rows = [c for c in comparisons if c["ours"] == ours_name and c["measure"] == "nDCG@10" and c["stratum"] == "all"]
+    if not rows:
+        return None
+    best = max(rows, key=lambda c: c["candidate_mean"])
+    low = -best["ci_high"]  # ours - peer = -(peer - ours)
+    ratio = times[ours_name] / times[best["peer"]]
+    return {"ours": ours_name, "best_peer": best["peer"], "difference": -best["mean_difference"],
+            "low": low, "high": -best["ci_low"], "time_ratio": ratio,
+            "quality_met": low > -0.01, "time_met": ratio <= 0.8, "met": low > -0.01 and ratio <= 0.8}
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from retrieval_lab.publishing.benchmarks import machine_info
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True, help="the prepared dataset (with qrels/val.tsv)")
+    parser.add_argument("--negatives", required=True, help="mine@hard's negatives.jsonl")
+    parser.add_argument("--base-embeddings", required=True, help="encode@dense's embeddings folder")
+    parser.add_argument("--test-qrels", required=True, help="prepare's held-out test qrels (data/heldout/.../test.tsv)")
+    parser.add_argument("--params", default=str(ROOT / "params.yaml"))
+    parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="SECTION.KEY=VALUE",
+                        help="params override (default: the SciFact quality command of docs/datasets.md)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[42, 43, 44])
+    parser.add_argument("--only", nargs="+", choices=CONTENDERS, default=CONTENDERS)
+    parser.add_argument("--st-epochs", type=int, default=ST_DEFAULTS["epochs"])
+    parser.add_argument("--st-batch", type=int, default=ST_DEFAULTS["batch"])
+    parser.add_argument("--st-lr", type=float, default=ST_DEFAULTS["lr"])
+    parser.add_argument("--tuned-lrs", type=float, nargs="+", default=TUNED_LRS)
+    parser.add_argument("--workdir", help="runs and models (default: a temporary folder, removed)")
+    parser.add_argument("--json")
+    ns = parser.parse_args(argv)
+    from retrieval_lab.core.params_file import load_params
+
+    overrides = QUALITY if ns.overrides is None else ns.overrides
+    evaluate = load_params(ns.params, overrides).evaluate  # checks the overrides before any training
+    keep = ns.workdir is not None
+    workdir = Path(ns.workdir) if keep else Path(tempfile.mkdtemp(prefix="bench-peers-"))
+    args = {"dataset": ns.dataset, "negatives": ns.negatives, "base_embeddings": ns.base_embeddings,
+            "params": ns.params, "overrides": overrides, "workdir": str(workdir), "st_epochs": ns.st_epochs,
+            "st_batch": ns.st_batch, "st_lr": ns.st_lr, "tuned_lrs": ns.tuned_lrs}
+    head = {"overrides": overrides, "seeds": ns.seeds, "st": {"batch": ns.st_batch, "lr": ns.st_lr,
+            "epochs": ns.st_epochs, "tuned_lrs": ns.tuned_lrs, "cmnrl": CMNRL}, "machine": machine_info(),
+            "args": list(argv if argv is not None else sys.argv[1:])}
+    rows: list[dict] = []
+    started = time.perf_counter()
+    for seed in ns.seeds:  # a seed's contenders back to back: the load of other jobs falls on all alike
+        for name in ns.only:
+            load = os.getloadavg()
+            row = _bench.isolated(contend, args, name, seed)
+            row["load_before"], row["load_after"] = load, os.getloadavg()
+            rows.append(row)
+            print(f"{name} seed {seed}: {row['seconds']:.0f} s, peak {row['peak_mb']:.0f} MiB", flush=True)
+            _bench.write_json(ns.json, {**head, "rows": copy.deepcopy(rows), "finished": False})
+    result = {**head, "rows": rows, **score(ns.dataset, ns.test_qrels, rows, evaluate.ci_level, evaluate.permutations,
+                                           evaluate.seed), "wall_seconds": time.perf_counter() - started,
+              "finished": True}
+    for r in rows:
+        r.pop("run")  # a path in the scratch folder
+    _bench.write_json(ns.json, result)
+    print(_bench.markdown(result["summary"], ["contender", "seconds", "peak_mb"]))
+    for goal in result["goals"]:
+        print(f"{goal['ours']} - {goal['best_peer']}: {goal['difference']:+.4f} [{goal['low']:+.4f}, "
+              f"{goal['high']:+.4f}], time {goal['time_ratio']:.2f}x: {'met' if goal['met'] else 'NOT met'}")
+    if not keep:
+        import shutil
+
+        shutil.rmtree(workdir, ignore_errors=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""scripts/bench_finetune_peers.py: every contender one step on the toy dataset, the test read once and judged."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+import pytrec_eval
+from beir_fixtures import REPO, load_script
+from training_fixtures import make_dataset
+
+from retrieval_lab.core.data import load_dataset
+from retrieval_lab.core.params_file import load_params
+from retrieval_lab.encoder import encode_dataset, load
+from retrieval_lab.runs import read_run
+
+TINY = ["train.max_steps=1", "train.batch_size=4", "train.max_seq_length=16", "train.validate_candidates=3",
+        "dense.max_seq_length=32", "dense.batch_size=8", "evaluate.permutations=200"]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    yield from load_script("bench_finetune_peers")
+
+
+@pytest.mark.slow
+def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_path):
+    dataset_dir, negatives = make_dataset(tmp_path)
+    params = load_params(REPO / "params.yaml", TINY)
+    base = tmp_path / "base"
+    encode_dataset(load("builtin", "cpu"), load_dataset(dataset_dir), base, params.dense, ["title", "text"])
+    args = {"dataset": str(dataset_dir), "negatives": str(negatives), "base_embeddings": str(base),
+            "params": str(REPO / "params.yaml"), "overrides": TINY, "workdir": str(tmp_path / "work"),
+            "st_epochs": 1, "st_batch": 16, "st_lr": 5e-5, "tuned_lrs": [1e-5, 5e-5]}
+    rows = [bench.contend(args, name, 42) for name in bench.CONTENDERS]
+    # one step each: 6 claims x 2 positives = 12 rows, one batch of 16 (128 for the cached loss); ours max_steps 1
+    assert [r["steps"] for r in rows] == [1, 1, 1, 1, 2]
+    for row in rows[2:]:  # validated before training (epoch 0) and after its one epoch; the best kept
+        for tried in row["tried"]:
+            assert [c["epoch"] for c in tried["curve"]] == [0, 1]
+            assert tried["value"] == max(c["nDCG@10"] for c in tried["curve"])
+    tuned = rows[4]
+    assert tuned["selected"]["lr"] == max(tuned["tried"], key=lambda t: t["value"])["lr"]
+    # the base model's validation is the same number for every contender (the same validator, same weights)
+    firsts = {rows[0]["validation"][0]["nDCG@10"], *(t["curve"][0]["nDCG@10"] for r in rows[2:] for t in r["tried"])}
+    assert len(firsts) == 1
+    result = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), rows, 0.95, 200, 5)
+    assert result["strata"] == {"all": 2, "unseen": 2}  # the toy's test claims cite no training positive
+    # each (contender, seed)'s test mean against pytrec_eval on its run file
+    test = load_dataset(dataset_dir, ["test"]).qrels["test"]
+    for row in rows:
+        run = read_run(row["run"])
+        values = pytrec_eval.RelevanceEvaluator(test, {"ndcg_cut"}).evaluate(run)
+        expected = sum(v["ndcg_cut_10"] for v in values.values()) / len(test)
+        assert row["test"]["all"]["nDCG@10"] == pytest.approx(expected, abs=1e-9)
+    # the family: 2 of ours x 3 peers x 2 measures x 2 strata; peer - ours of the seed means
+    assert len(result["comparisons"]) == 24 and result["family"]["family_size"] == 24
+    means = {r["contender"]: r["nDCG@10 all"]["mean"] for r in result["summary"]}
+    for c in result["comparisons"]:
+        if c["measure"] == "nDCG@10" and c["stratum"] == "all":
+            assert c["mean_difference"] == pytest.approx(means[c["peer"]] - means[c["ours"]], abs=1e-12)
+    assert {g["ours"] for g in result["goals"]} == {"ours-hard", "ours-query"}
+
+
+def test_the_default_overrides_are_the_documented_quality_command(bench):
+    page = (REPO / "docs" / "datasets.md").read_text(encoding="utf-8")
+    match = re.search(r"# quality.*?\n(.*?dvc exp run -n scifact .*?)\n```", page, re.DOTALL)
+    words = shlex.split(match.group(1).replace("\\\n", " "))
+    assert [words[i + 1] for i, w in enumerate(words) if w == "-S" and words[i + 1] != "dataset=scifact"] == \
+        bench.QUALITY
