@@ -54,8 +54,10 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
         values = pytrec_eval.RelevanceEvaluator(test, {"ndcg_cut"}).evaluate(run)
         expected = sum(v["ndcg_cut_10"] for v in values.values()) / len(test)
         assert row["test"]["all"]["nDCG@10"] == pytest.approx(expected, abs=1e-9)
-    # the family: 2 of ours x 3 peers x 2 measures x 2 strata; peer - ours of the seed means
-    assert len(result["comparisons"]) == 24 and result["family"]["family_size"] == 24
+    # the family: 2 of ours x 3 peers x 2 measures x 2 strata, comparisons of identical values counted once (one
+    # training step moves few rankings on this fixture, so many are the same test); peer - ours of the seed means
+    distinct = {(c["mean_difference"], c["ci_low"], c["ci_high"], c["queries"]) for c in result["comparisons"]}
+    assert len(result["comparisons"]) == 24 and result["family"]["family_size"] == len(distinct)
     means = {r["contender"]: r["nDCG@10 all"]["mean"] for r in result["summary"]}
     for c in result["comparisons"]:
         if c["measure"] == "nDCG@10" and c["stratum"] == "all":
