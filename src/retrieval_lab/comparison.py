@@ -182,8 +182,8 @@ def per_query_measures(text: str, source: str) -> dict[str, dict]:
             raise TypeError("'queries' is not a mapping")
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise InputError(f"not an evaluate per_query.json ({exc})", source) from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise InputError(f"not an evaluate per_query.json ({exc})", source) from None
+    except InputError:
+        raise  # json_loads named the file, line and field
     for qid, entry in queries.items():  # every value the comparisons read is a number, or the file is refused
         measures = entry.get("measures") if isinstance(entry, dict) else None
         if not isinstance(measures, dict):
