@@ -52,6 +52,13 @@ def _builtin_stopwords() -> dict[str, frozenset[str]]:
 _WORD_RUNS = {r"(?u)\b\w+\b", r"\b\w+\b", r"\w+", r"(?u)\w+"}
 _ASCII_NON_WORD = str.maketrans({c: " " for c in map(chr, range(128))
                                  if c not in string.ascii_letters + string.digits + "_"})
+# the same, lowercasing too: one pass over an ASCII text instead of two
+_ASCII_LOWER_NON_WORD = str.maketrans({**{c: " " for c in map(chr, range(128))
+                                          if c not in string.ascii_letters + string.digits + "_"},
+                                       **dict(zip(string.ascii_uppercase, string.ascii_lowercase))})
+# the same on UTF-8 bytes: a byte >= 0x80 belongs to a non-ASCII character and is left alone, so the bytes
+# decode as before (str.translate of a non-ASCII string looks every character up: 5-10x slower)
+_ASCII_NON_WORD_BYTES = bytes(ord(" ") if b < 128 and _ASCII_NON_WORD.get(b) else b for b in range(256))
 
 
 def _read_stopword_file(path: Path) -> frozenset[str]:
@@ -98,7 +105,9 @@ class Tokenizer:
         if params.stemmer is not None:
             import Stemmer
 
-            self._stemmer = Stemmer.Stemmer(params.stemmer)
+            # no cache of its own (maxCacheSize 0): every caller memoises stems per distinct token already, and
+            # PyStemmer's cache, full after 10,000 words, made stemming distinct words 3x slower
+            self._stemmer = Stemmer.Stemmer(params.stemmer, 0)
         # raw token -> final token ("" for a stopword): each distinct token is filtered and
         # stemmed once, which makes tokenizing a corpus about twice as fast
         self._final: dict[str, str] = {}
@@ -126,6 +135,30 @@ class Tokenizer:
         if self._word_runs and text.isascii():
             return text.translate(_ASCII_NON_WORD).split()
         return self._regex.findall(text)
+
+    def pieces(self, text: str) -> list[str]:
+        """``split`` in two stages, for a caller that meets each distinct piece once (the BM25 build): the
+        normalised, lowercased (if set) text cut at whitespace and ASCII non-word characters, without the
+        regex engine. The raw tokens are :meth:`piece_tokens` of each piece in order; an ASCII piece is one.
+
+        With a pattern other than a run of word characters the pieces are the raw tokens themselves.
+        """
+        if not self._word_runs:
+            return self.split(text)
+        if text.isascii():
+            return text.translate(_ASCII_LOWER_NON_WORD if self.params.lowercase else _ASCII_NON_WORD).split()
+        text = unicodedata.normalize("NFC", text)
+        if self.params.lowercase:
+            text = text.lower()
+        # \w runs never cross a separator (whitespace, ASCII punctuation): a piece holds whole tokens
+        return text.encode("utf-8").translate(_ASCII_NON_WORD_BYTES).decode("utf-8").split()
+
+    def piece_tokens(self, piece: str) -> list[str]:
+        """The raw tokens of one piece of :meth:`pieces`: itself if ASCII, else its runs of word characters (a
+        non-ASCII piece may hold punctuation such as "10–20" or "patient’s", or none at all: "±")."""
+        if not self._word_runs or piece.isascii():
+            return [piece]
+        return self._regex.findall(piece)
 
     def tokenize(self, text: str) -> list[str]:
         tokens = self.split(text)
