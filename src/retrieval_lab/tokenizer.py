@@ -36,15 +36,31 @@ BM25S_LISTS = {  # tokenizer.stopwords language (core.rules.STOPWORD_LANGUAGES) 
 
 
 @functools.cache
-def _builtin_stopwords() -> dict[str, frozenset[str]]:
-    """The lists of ``bm25s/stopwords.py``, read as literals: importing bm25s would load SciPy (0.15 s, 28 MiB)."""
+def _stopwords_source() -> str:
+    """``bm25s/stopwords.py``, read as text: importing bm25s would load SciPy (0.15 s, 28 MiB)."""
     spec = importlib.util.find_spec("bm25s")  # locates the package without running it
     if spec is None or not spec.submodule_search_locations:
         raise InputError("bm25s is not installed: it ships the built-in stopword lists", field="tokenizer.stopwords")
-    source = Path(next(iter(spec.submodule_search_locations))) / "stopwords.py"
-    lists = {target.id: node.value for node in ast.parse(source.read_text(encoding="utf-8")).body
-             if isinstance(node, ast.Assign) for target in node.targets if isinstance(target, ast.Name)}
-    return {lang: frozenset(ast.literal_eval(lists[attr])) for lang, attr in BM25S_LISTS.items() if attr in lists}
+    return (Path(next(iter(spec.submodule_search_locations))) / "stopwords.py").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _builtin_list(language: str) -> frozenset[str] | None:
+    """One language's list of ``bm25s/stopwords.py`` (None where it has none), its assignment alone read as a
+    literal: parsing the whole file, every language's list, took 10 ms of each process's first BM25 build."""
+    attr = BM25S_LISTS.get(language)
+    source = _stopwords_source() if attr else ""
+    start = re.search(rf"^{attr}\s*=", source, re.MULTILINE) if attr else None
+    if start is None:
+        return None
+    end = re.compile(r"^[A-Za-z_]\w*\s*=", re.MULTILINE).search(source, start.end())
+    (statement,) = ast.parse(source[start.start():end.start() if end else len(source)]).body
+    return frozenset(ast.literal_eval(statement.value))
+
+
+def _builtin_stopwords() -> dict[str, frozenset[str]]:
+    """Every language's list that bm25s ships."""
+    return {lang: words for lang in BM25S_LISTS if (words := _builtin_list(lang)) is not None}
 
 
 # Patterns whose matches are exactly the maximal runs of \w characters; on ASCII text those are the runs of
@@ -83,9 +99,9 @@ def load_stopwords(spec: str | None, source: str = "params.yaml") -> frozenset[s
     """Resolve ``tokenizer.stopwords``: a built-in language, a word-per-line file, or null (none)."""
     if spec is None:
         return frozenset()
-    builtin = _builtin_stopwords()
-    if spec in builtin:
-        return builtin[spec]
+    builtin = _builtin_list(spec) if spec in BM25S_LISTS else None
+    if builtin is not None:
+        return builtin
     if rules.names_a_file(spec):
         return _read_stopword_file(Path(spec))
     raise InputError(rules.stopwords(spec), source, field="tokenizer.stopwords")
