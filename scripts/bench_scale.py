@@ -22,8 +22,8 @@ recall@100 against Flat.
 ``--shape msmarco``: passages of MS MARCO's lengths, ours (streamed, saved, memory-mapped index) against
 bm25s and, with ``--tantivy en_stem stop``, against tantivy (scripts/_tantivy.py; one indexing and one
 search thread, index on disk) at each size; ``--repeats R`` runs ours and tantivy R times, the order
-alternating, and keeps each one's fastest (issue 55's goals: ours <= 1.0x tantivy's index + search time
-and peak memory).
+alternating, and keeps each one's fastest; ``--cpu N`` binds their processes to CPU N (issue 55's goals:
+ours <= 1.0x tantivy's index + search time and peak memory).
 
 The growth exponent k of a step between sizes N1 < N2 is log(t2 / t1) / log(N2 / N1)
 (time ~ N^k). Goals (2 cores): BM25 index + search over 1M documents <= 10 min with
@@ -426,14 +426,15 @@ def msmarco_tantivy(folder: str, work: str, depth: int, analyzer: str) -> dict:
     return {"steps": step.rows, "queries": len(run), "means": means, "index_mb": index_mb}
 
 
-def _ours_msmarco(beir: str, work: Path, depth: int, workers: int) -> tuple[dict, dict]:
-    """Our index and search, each in a fresh process: (steps, the groups' other outputs)."""
+def _ours_msmarco(beir: str, work: Path, depth: int, workers: int, cpu: int | None = None) -> tuple[dict, dict]:
+    """Our index and search, each in a fresh process (on CPU ``cpu`` only, if given): (steps, the groups' other
+    outputs)."""
     ours, steps = {}, {}
     if (work / "index").exists():
         shutil.rmtree(work / "index")  # an earlier round's
     for name, fn, args in (("index", msmarco_index, (beir, str(work))),
                            ("search", msmarco_search, (beir, str(work), depth, workers))):
-        out = _bench.isolated(fn, *args)
+        out = _bench.isolated(fn, *args, cpu=cpu)
         steps.update(out.pop("steps"))
         ours[name] = out
     return steps, ours
@@ -448,9 +449,11 @@ def _tantivy_seconds(steps: dict) -> float:
 
 
 def msmarco_size(n_docs: int, n_queries: int, depth: int, work_dir: Path, seed: int, reference: str | None,
-                 peer: bool = True, workers: int = 1, tantivy: tuple[str, ...] = (), repeats: int = 1) -> dict:
+                 peer: bool = True, workers: int = 1, tantivy: tuple[str, ...] = (), repeats: int = 1,
+                 cpu: int | None = None) -> dict:
     """Ours (and each tantivy analyzer in ``tantivy``) ``repeats`` times, the order alternating between rounds so
-    that drifting load on shared cores falls on each alike; each contender's fastest round is kept. bm25s once."""
+    that drifting load on shared cores falls on each alike; each contender's fastest round is kept; with ``cpu``,
+    each of their processes runs on that one CPU only. bm25s once."""
     folder = work_dir / f"msmarco{n_docs}"
     if folder.exists():
         shutil.rmtree(folder)
@@ -467,10 +470,10 @@ def msmarco_size(n_docs: int, n_queries: int, depth: int, work_dir: Path, seed: 
     for round_ in range(repeats):
         for name in contenders if round_ % 2 == 0 else contenders[::-1]:
             if name == "ours":
-                steps, ours = _ours_msmarco(beir, work, depth, workers)
+                steps, ours = _ours_msmarco(beir, work, depth, workers, cpu)
                 row = {"steps": steps, "ours": ours, "seconds": _ours_seconds(steps)}
             else:
-                row = _bench.isolated(msmarco_tantivy, beir, str(work), depth, name)
+                row = _bench.isolated(msmarco_tantivy, beir, str(work), depth, name, cpu=cpu)
                 row["seconds"] = _tantivy_seconds(row["steps"])
             rounds[name].append(round(row["seconds"], 2))
             if name not in best or row["seconds"] < best[name]["seconds"]:
@@ -517,7 +520,7 @@ def msmarco_main(args) -> None:
     results = [msmarco_size(n, args.queries, args.depth, work_dir, args.seed,
                             args.reference_src if n <= args.reference_max else None,
                             args.peer_max is None or n <= args.peer_max, args.workers, tuple(args.tantivy),
-                            args.repeats) for n in args.sizes]
+                            args.repeats, args.cpu) for n in args.sizes]
     load["end"] = list(os.getloadavg())
     names = list(results[0]["steps"])
     table = {name: {"seconds": [r["steps"][name]["seconds"] for r in results],
@@ -546,7 +549,8 @@ def msmarco_main(args) -> None:
                      "exponent": 1.1, "time_ratio": 0.9, "peak_ratio": 1.0},
            "measured_at_msmarco_size": MSMARCO_PASSAGES in args.sizes, "machine": machine()}
     if args.tantivy:  # issue 55: ours <= 1.0x each tantivy analyzer's time and peak, in the same run
-        out.update(tantivy_goals={"time_ratio": 1.0, "peak_ratio": 1.0}, repeats=args.repeats, load_average=load)
+        out.update(tantivy_goals={"time_ratio": 1.0, "peak_ratio": 1.0}, repeats=args.repeats, load_average=load,
+                   cpu=args.cpu)
     _bench.write_json(args.json, out)
 
 
@@ -635,6 +639,8 @@ def main() -> None:
                         help="msmarco shape: tantivy analyzers to run as peers at each size (scripts/_tantivy.py)")
     parser.add_argument("--repeats", type=int, default=1, help="msmarco shape: rounds of ours and the tantivy peers, "
                         "alternating; each one's fastest is kept")
+    parser.add_argument("--cpu", type=int, help="msmarco shape: the one CPU the processes of ours and the tantivy "
+                        "peers run on, every thread of theirs (default: any)")
     args = parser.parse_args()
     if args.shape == "msmarco":
         msmarco_main(args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 
@@ -45,7 +46,8 @@ def test_tantivys_field_norms_change_long_documents_only(bench, folder):
 
 
 def test_the_json_holds_the_goals_against_bm25s_and_each_tantivy(bench, folder, tmp_path, monkeypatch):
-    monkeypatch.setattr(bench._bench, "isolated", lambda fn, *args: fn(*args))  # in this process: quick
+    bound = []
+    monkeypatch.setattr(bench._bench, "isolated", lambda fn, *args, cpu=None: bound.append(cpu) or fn(*args))
     out = tmp_path / "bm25.json"
     monkeypatch.setattr(sys, "argv", ["bench_bm25.py", "--data", str(folder), "--rounds", "2", "--skip-rank-bm25",
                                       "--json", str(out)])
@@ -60,3 +62,6 @@ def test_the_json_holds_the_goals_against_bm25s_and_each_tantivy(bench, folder, 
         assert ratios["peak_mb"] == rows["ours"]["peak_mb"] / rows[name]["peak_mb"]
         assert met == {key: value <= 1.0 for key, value in ratios.items()}
     assert result["tantivy_field_norms"]["documents"] == 30 and len(result["load_average"]["start"]) == 3
+    # every contender bound to the first usable CPU (the field norms, untimed, to none); CPU seconds recorded
+    assert bound == [min(os.sched_getaffinity(0))] * 8 + [None] and result["cpu"] == bound[0]
+    assert all(row["cpu_seconds"] > 0 for row in rows.values())

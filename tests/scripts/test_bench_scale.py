@@ -115,13 +115,14 @@ def test_tantivy_runs_the_msmarco_steps_and_the_rounds_alternate(bench, tmp_path
     assert peer["means"]["nDCG@10"] > 0.8 and peer["index_mb"] > 0 and list(work.iterdir()) == []  # a query is words
     calls = []  # of its positive; the index folder is gone
 
-    def isolated(fn, *args):  # in this process (quick); the order of the contenders recorded
+    def isolated(fn, *args, cpu=None):  # in this process (quick); the order of the contenders recorded
+        assert cpu == 0
         calls.append(fn.__name__ if fn is not bench.msmarco_tantivy else args[-1])
         return fn(*args)
 
     monkeypatch.setattr(bench._bench, "isolated", isolated)
     result = bench.msmarco_size(300, 30, 20, tmp_path / "runs", 1, None, peer=False, tantivy=("en_stem", "stop"),
-                                repeats=2)
+                                repeats=2, cpu=0)
     assert calls == ["msmarco_index", "msmarco_search", "en_stem", "stop",  # then the other way round
                      "stop", "en_stem", "msmarco_index", "msmarco_search"]
     assert set(result["rounds"]) == {"ours", "en_stem", "stop"} and all(len(r) == 2 for r in result["rounds"].values())
