@@ -22,11 +22,18 @@ def top_k(scores: np.ndarray, doc_ids: list[str], depth: int, positive_only: boo
             candidates = candidates[scores >= kth]  # keeps every tie at the cut
         return dict(ranked(dict(zip(map(doc_ids.__getitem__, candidates.tolist() if rows is None else
                                         rows[candidates].tolist()), scores[candidates].tolist())))[:depth])
-    candidates = (scores > 0).nonzero()[0]  # from here every value is > 0: no NaN
-    values = scores[candidates]
-    if candidates.size > 4 * depth:  # first a lower bound on the cut: the depth-th best of the first 4 x depth
+    positive = scores > 0
+    if positive.all():  # a sparse retriever's scores of the documents it met: no gather of every one
+        candidates, values = None, scores
+    else:
+        candidates = positive.nonzero()[0]
+        values = scores[candidates]
+    # from here every value is > 0: no NaN
+    if values.size > 4 * depth:  # first a lower bound on the cut: the depth-th best of the first 4 x depth
         keep = (values >= _kth_largest(values[:4 * depth], depth)).nonzero()[0]
-        candidates, values = candidates[keep], values[keep]
+        candidates, values = keep if candidates is None else candidates[keep], values[keep]
+    elif candidates is None:
+        candidates = np.arange(values.size)
     if candidates.size > depth:
         keep = values >= _kth_largest(values, depth)  # every tie at the cut
         candidates, values = candidates[keep], values[keep]

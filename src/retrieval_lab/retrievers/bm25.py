@@ -153,10 +153,19 @@ class _Terms:
         return (keys // n).astype(np.int32), rows, tf.astype(np.uint32), lengths
 
 
-def _impacts(weight: float, repeats: int, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
-    """[P] idf * tf / (tf + norm) * repeats in float64, in that order of operations: the bits of every run."""
-    tf = tf.astype(np.float64)
-    return weight * tf / (tf + norm) * repeats
+def _impacts(weight, repeats, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    """[P] idf * tf / (tf + norm) * repeats in float64, in that order of operations: the bits of every run.
+
+    ``weight`` and ``repeats`` a number or one per posting; ``norm`` the postings' own (a fresh gather, written
+    over): in place, two arrays instead of five (a sum and a product commute exactly; * 1 changes nothing).
+    """
+    impacts = tf.astype(np.float64)
+    norm += impacts  # tf + norm
+    impacts *= weight  # idf * tf
+    impacts /= norm
+    if np.any(np.asarray(repeats) != 1):
+        impacts *= repeats
+    return impacts
 
 
 def _accumulate(sums: np.ndarray, rows: np.ndarray, impacts: np.ndarray) -> np.ndarray:
@@ -215,6 +224,8 @@ class BM25Index:
         self.doc_ids, self.terms = doc_ids, vocab
         self.vocab = {t: i for i, t in enumerate(vocab)}
         self.indptr, self.docs, self.tf, self.lengths = indptr, docs, tf, lengths
+        # plain views of the (maybe memory-mapped) arrays for the search: slicing an np.memmap runs Python code
+        self._indptr, self._docs, self._tf = np.asarray(indptr), np.asarray(docs), np.asarray(tf)
         self.tokenizer, self.fields = tokenizer, list(fields)
         self._local = threading.local()  # each thread's scratch arrays for :meth:`top`
 
@@ -269,7 +280,7 @@ class BM25Index:
 
     def _span(self, term: int) -> tuple[int, int]:
         """Where term t's postings lie in ``docs`` and ``tf``."""
-        return int(self.indptr[term]), int(self.indptr[term + 1])
+        return int(self._indptr[term]), int(self._indptr[term + 1])
 
     def norms(self, stats: IndexStats, params: BM25Params) -> np.ndarray:
         """[N] k1 * (1 - b + b * |d| / avgdl), with the collection's avgdl (this index's or the global one)."""
@@ -289,14 +300,14 @@ class BM25Index:
         else:  # every term's postings gathered at once, in plan order: a few NumPy calls a query, not a few a term
             terms, idfs, repeats = zip(*plan)
             terms = np.array(terms)
-            starts = self.indptr[terms]
-            lengths = self.indptr[terms + 1] - starts
+            starts = self._indptr[terms]
+            lengths = self._indptr[terms + 1] - starts
             ends = lengths.cumsum()
             at = np.arange(ends[-1]) + (starts - (ends - lengths)).repeat(lengths)  # [P_q] positions in docs, tf
-            rows = self.docs[at]
+            rows = self._docs[at]
             # each posting's impact with the operations (and so the bits) of _impacts
             weights = _impacts(np.array(idfs).repeat(lengths), np.array(repeats, np.float64).repeat(lengths),
-                               self.tf[at], norm[rows])
+                               self._tf[at], norm[rows])
         n = len(self.doc_ids)
         if len(rows) * _DENSE_SHARE > n:
             dense = np.bincount(rows, weights, minlength=n)  # [N]
@@ -308,8 +319,8 @@ class BM25Index:
     def _postings(self, term: int, weight: float, repeats: int, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, impacts) of one query term: every document holding it."""
         a, b = self._span(term)
-        rows = self.docs[a:b]
-        return rows, _impacts(weight, repeats, self.tf[a:b], norm[rows])
+        rows = self._docs[a:b]
+        return rows, _impacts(weight, repeats, self._tf[a:b], norm[rows])
 
     def top(self, plan: list[tuple[int, float, int]], norm: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) holding every document whose score reaches the ``depth``-th best (ties too), each
@@ -392,10 +403,10 @@ class BM25Index:
                     rows, impacts = rows[hit], impacts[hit]
                 else:  # a term left: its postings read at the candidates only
                     a, b = self._span(term)
-                    all_rows = self.docs[a:b]
+                    all_rows = self._docs[a:b]
                     hit = np.flatnonzero(scratch.chosen[all_rows])
                     rows = all_rows[hit]
-                    impacts = _impacts(weight, repeats, self.tf[a:b][hit], norm[rows])
+                    impacts = _impacts(weight, repeats, self._tf[a:b][hit], norm[rows])
                 _accumulate(scratch.exact, rows, impacts)
             scratch.chosen[candidates] = False
         values = scratch.exact[candidates]
