@@ -241,7 +241,9 @@ def msmarco_tantivy_table(path: Path) -> str:
         return f"{ratio:.2f}x: {'met' if ratio <= goal else '**not met**'}"
 
     head = (f"Synthetic passages of MS MARCO's length distribution, {data['queries']:,} queries at depth "
-            f"{data['depth']:,}, one indexing and one search thread on each side, each index on disk; "
+            f"{data['depth']:,}, one indexing and one search thread on each side"
+            + (f" (every process of each bound to CPU {data['cpu']})" if data.get("cpu") is not None else "")
+            + ", each index on disk; "
             f"{machine.get('cpu', 'CPU')} with {machine.get('usable_cores', '?')} cores shared with other jobs (load "
             f"average {load['start'][0]:.1f} at the start, {load['end'][0]:.1f} at the end), {machine.get('date', '')}; "
             f"each contender's fastest of {data['repeats']} round(s), the order alternating (`{path.name}`):")
@@ -251,7 +253,7 @@ def msmarco_tantivy_table(path: Path) -> str:
     for result in data["results"]:
         steps = result["steps"]
         lines.append(f"| {result['documents']:,} | ours | {steps['bm25_index']['seconds']:,.1f} | "
-                     f"{steps['bm25_load_index']['seconds'] + steps['bm25_search']['seconds']:,.1f} (load included) | "
+                     f"{steps['bm25_load_index']['seconds'] + steps['bm25_search']['seconds']:,.1f} (opening the index included) | "
                      f"{result['bm25_seconds']:,.1f} | {result['peak_mb']:,.0f} | "
                      f"{result['ours']['search']['means']['nDCG@10']:.4f} | | |")
         for analyzer, peer in result["tantivy"].items():
