@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -37,14 +38,26 @@ def timed(fn) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def isolated(fn, *args):
-    """Run ``fn(*args)`` in a fresh interpreter so imports, caches and peak memory are its own."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+def timed_cpu(fn) -> tuple[float, float, object]:
+    """(wall seconds, CPU seconds of the whole process: every thread's, result)."""
+    start, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return time.perf_counter() - start, time.process_time() - cpu, result
+
+
+def isolated(fn, *args, cpu: int | None = None):
+    """Run ``fn(*args)`` in a fresh interpreter so imports, caches and peak memory are its own; with ``cpu``, that
+    process and every thread it starts run on that one CPU only (a peer that feeds a worker thread from the
+    calling one cannot spread over two cores where ours has one)."""
+    initializer, initargs = (os.sched_setaffinity, (0, {cpu})) if cpu is not None else (None, ())
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=initializer,
+                             initargs=initargs) as pool:
         return pool.submit(fn, *args).result()
 
 
-def compete(contenders: list, args: tuple, rounds: int) -> list[dict]:
-    """Run each contender once per round, each in a fresh process; keep each one's fastest round.
+def compete(contenders: list, args: tuple, rounds: int, cpu: int | None = None) -> list[dict]:
+    """Run each contender once per round, each in a fresh process (on CPU ``cpu`` only, if given); keep each
+    one's fastest round.
 
     The order alternates between rounds so that drifting load from other jobs on the
     machine (shared cores) falls on every contender alike.
@@ -54,7 +67,7 @@ def compete(contenders: list, args: tuple, rounds: int) -> list[dict]:
     for round_ in range(rounds):
         order = list(enumerate(contenders))
         for i, fn in order if round_ % 2 == 0 else order[::-1]:
-            row = isolated(fn, *args)
+            row = isolated(fn, *args, cpu=cpu)
             times[i].append(round(row["seconds"], 3))
             if i not in best or row["seconds"] < best[i]["seconds"]:
                 best[i] = row

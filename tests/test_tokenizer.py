@@ -112,3 +112,26 @@ def test_finalise_many_is_finalise_of_each_and_the_lists_are_read_without_import
             "print(len(w), 'the' in w, 'bm25s' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.split() == ["33", "True", "False"]
+
+
+# characters where a shortcut could part from the regex: Unicode letters and digits (Greek final sigma, the
+# Kelvin sign that NFC turns into "K", "İ" that lowercases to two code points), combining marks, punctuation
+# and spaces outside ASCII ("’", "–", NBSP), "=" + U+0338 that NFC composes into "≠", numbers such as "½"
+_TRICKY = list("aZ_9 -.'\t\n\x00\x1c") + ["Σ", "σ", "ς", "\u212a", "İ", "é", "e\u0301", "\u0301", "’", "–", "±",
+                                           "\u00a0", "\u3000", "=\u0338", "½", "²", "β", "中", "\u200d", "ǅ"]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize("pattern", [r"(?u)\b\w+\b", r"\w+", r"[a-z]+"])
+def test_pieces_then_piece_tokens_are_split(pattern, lowercase):
+    """The build's two-stage split (pieces, then each piece's tokens) gives ``split``'s tokens in order."""
+    import random
+
+    rng = random.Random(1)
+    texts = ["".join(rng.choices(_TRICKY, k=rng.randint(0, 40))) for _ in range(3000)]
+    texts += ["ΑΣ'Α ΟΔΟΣ. x=\u0338y", "patient’s 10–20 ±"]
+    tok = Tokenizer(TokenizerParams(pattern=pattern, lowercase=lowercase, stopwords=None, stemmer=None))
+    for text in texts:
+        assert [t for piece in tok.pieces(text) for t in tok.piece_tokens(piece)] == tok.split(text), repr(text)
+    assert Tokenizer(TokenizerParams(stopwords=None, stemmer=None)).pieces("patient’s 10–20 ± x") == [
+        "patient’s", "10–20", "±", "x"]  # cut at ASCII only: a piece may hold several tokens, or none

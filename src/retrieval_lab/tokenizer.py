@@ -36,15 +36,31 @@ BM25S_LISTS = {  # tokenizer.stopwords language (core.rules.STOPWORD_LANGUAGES) 
 
 
 @functools.cache
-def _builtin_stopwords() -> dict[str, frozenset[str]]:
-    """The lists of ``bm25s/stopwords.py``, read as literals: importing bm25s would load SciPy (0.15 s, 28 MiB)."""
+def _stopwords_source() -> str:
+    """``bm25s/stopwords.py``, read as text: importing bm25s would load SciPy (0.15 s, 28 MiB)."""
     spec = importlib.util.find_spec("bm25s")  # locates the package without running it
     if spec is None or not spec.submodule_search_locations:
         raise InputError("bm25s is not installed: it ships the built-in stopword lists", field="tokenizer.stopwords")
-    source = Path(next(iter(spec.submodule_search_locations))) / "stopwords.py"
-    lists = {target.id: node.value for node in ast.parse(source.read_text(encoding="utf-8")).body
-             if isinstance(node, ast.Assign) for target in node.targets if isinstance(target, ast.Name)}
-    return {lang: frozenset(ast.literal_eval(lists[attr])) for lang, attr in BM25S_LISTS.items() if attr in lists}
+    return (Path(next(iter(spec.submodule_search_locations))) / "stopwords.py").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _builtin_list(language: str) -> frozenset[str] | None:
+    """One language's list of ``bm25s/stopwords.py`` (None where it has none), its assignment alone read as a
+    literal: parsing the whole file, every language's list, took 10 ms of each process's first BM25 build."""
+    attr = BM25S_LISTS.get(language)
+    source = _stopwords_source() if attr else ""
+    start = re.search(rf"^{attr}\s*=", source, re.MULTILINE) if attr else None
+    if start is None:
+        return None
+    end = re.compile(r"^[A-Za-z_]\w*\s*=", re.MULTILINE).search(source, start.end())
+    (statement,) = ast.parse(source[start.start():end.start() if end else len(source)]).body
+    return frozenset(ast.literal_eval(statement.value))
+
+
+def _builtin_stopwords() -> dict[str, frozenset[str]]:
+    """Every language's list that bm25s ships."""
+    return {lang: words for lang in BM25S_LISTS if (words := _builtin_list(lang)) is not None}
 
 
 # Patterns whose matches are exactly the maximal runs of \w characters; on ASCII text those are the runs of
@@ -52,6 +68,13 @@ def _builtin_stopwords() -> dict[str, frozenset[str]]:
 _WORD_RUNS = {r"(?u)\b\w+\b", r"\b\w+\b", r"\w+", r"(?u)\w+"}
 _ASCII_NON_WORD = str.maketrans({c: " " for c in map(chr, range(128))
                                  if c not in string.ascii_letters + string.digits + "_"})
+# the same, lowercasing too: one pass over an ASCII text instead of two
+_ASCII_LOWER_NON_WORD = str.maketrans({**{c: " " for c in map(chr, range(128))
+                                          if c not in string.ascii_letters + string.digits + "_"},
+                                       **dict(zip(string.ascii_uppercase, string.ascii_lowercase))})
+# the same on UTF-8 bytes: a byte >= 0x80 belongs to a non-ASCII character and is left alone, so the bytes
+# decode as before (str.translate of a non-ASCII string looks every character up: 5-10x slower)
+_ASCII_NON_WORD_BYTES = bytes(ord(" ") if b < 128 and _ASCII_NON_WORD.get(b) else b for b in range(256))
 
 
 def _read_stopword_file(path: Path) -> frozenset[str]:
@@ -76,9 +99,9 @@ def load_stopwords(spec: str | None, source: str = "params.yaml") -> frozenset[s
     """Resolve ``tokenizer.stopwords``: a built-in language, a word-per-line file, or null (none)."""
     if spec is None:
         return frozenset()
-    builtin = _builtin_stopwords()
-    if spec in builtin:
-        return builtin[spec]
+    builtin = _builtin_list(spec) if spec in BM25S_LISTS else None
+    if builtin is not None:
+        return builtin
     if rules.names_a_file(spec):
         return _read_stopword_file(Path(spec))
     raise InputError(rules.stopwords(spec), source, field="tokenizer.stopwords")
@@ -98,7 +121,9 @@ class Tokenizer:
         if params.stemmer is not None:
             import Stemmer
 
-            self._stemmer = Stemmer.Stemmer(params.stemmer)
+            # no cache of its own (maxCacheSize 0): every caller memoises stems per distinct token already, and
+            # PyStemmer's cache, full after 10,000 words, made stemming distinct words 3x slower
+            self._stemmer = Stemmer.Stemmer(params.stemmer, 0)
         # raw token -> final token ("" for a stopword): each distinct token is filtered and
         # stemmed once, which makes tokenizing a corpus about twice as fast
         self._final: dict[str, str] = {}
@@ -126,6 +151,30 @@ class Tokenizer:
         if self._word_runs and text.isascii():
             return text.translate(_ASCII_NON_WORD).split()
         return self._regex.findall(text)
+
+    def pieces(self, text: str) -> list[str]:
+        """``split`` in two stages, for a caller that meets each distinct piece once (the BM25 build): the
+        normalised, lowercased (if set) text cut at whitespace and ASCII non-word characters, without the
+        regex engine. The raw tokens are :meth:`piece_tokens` of each piece in order; an ASCII piece is one.
+
+        With a pattern other than a run of word characters the pieces are the raw tokens themselves.
+        """
+        if not self._word_runs:
+            return self.split(text)
+        if text.isascii():
+            return text.translate(_ASCII_LOWER_NON_WORD if self.params.lowercase else _ASCII_NON_WORD).split()
+        text = unicodedata.normalize("NFC", text)
+        if self.params.lowercase:
+            text = text.lower()
+        # \w runs never cross a separator (whitespace, ASCII punctuation): a piece holds whole tokens
+        return text.encode("utf-8").translate(_ASCII_NON_WORD_BYTES).decode("utf-8").split()
+
+    def piece_tokens(self, piece: str) -> list[str]:
+        """The raw tokens of one piece of :meth:`pieces`: itself if ASCII, else its runs of word characters (a
+        non-ASCII piece may hold punctuation such as "10–20" or "patient’s", or none at all: "±")."""
+        if not self._word_runs or piece.isascii():
+            return [piece]
+        return self._regex.findall(piece)
 
     def tokenize(self, text: str) -> list[str]:
         tokens = self.split(text)

@@ -38,8 +38,21 @@ def inputs(tmp_path):
     _write(results / "bm25.json", {"rows": [
         {"contender": "ours", "seconds": 2.1, "peak_mb": 500.0, "base_mb": 380.0, "nDCG@10": 0.672, "rounds": [2.3, 2.1]},
         {"contender": "bm25s", "seconds": 1.2, "peak_mb": 450.0, "base_mb": 380.0, "nDCG@10": 0.671, "rounds": [1.2, 1.3]},
+        {"contender": "tantivy_en_stem", "seconds": 3.0, "cpu_seconds": 2.95, "peak_mb": 450.0, "base_mb": 350.0,
+         "nDCG@10": 0.6843, "rounds": [3.0, 3.1]},
+        {"contender": "tantivy_stop", "seconds": 2.0, "peak_mb": 520.0, "base_mb": 350.0, "nDCG@10": 0.6858,
+         "rounds": [2.0, 2.2]},
         {"contender": "rank_bm25", "seconds": 42.0, "peak_mb": 900.0, "base_mb": 380.0, "nDCG@10": 0.672,
-         "rounds": [42.0, 44.0]}], "ours_over_bm25s": 1.75, "goal": 1.5})
+         "rounds": [42.0, 44.0]}], "ours_over_bm25s": 1.75, "goal": 1.5,
+        "tantivy_goals": {"seconds": 1.0, "peak_mb": 1.0},
+        "tantivy": {"tantivy_en_stem": {"ratios": {"seconds": 0.7, "peak_mb": 500 / 450, "added_mb": 1.2},
+                                        "met": {"seconds": True, "peak_mb": False, "added_mb": False}},
+                    "tantivy_stop": {"ratios": {"seconds": 1.05, "peak_mb": 500 / 520, "added_mb": 120 / 170},
+                                     "met": {"seconds": False, "peak_mb": True, "added_mb": True}}},
+        "tantivy_field_norms": {"documents": 5183, "documents_whose_length_changes": 4647, "exact_up_to": 40,
+                                "max_relative_length_error": 0.1, "nDCG@10_exact": 0.6857, "nDCG@10_quantised": 0.6838,
+                                "queries": 300, "queries_whose_top10_changes": 183},
+        "load_average": {"start": [5.5, 4.0, 3.0], "end": [6.25, 4.0, 3.0]}, "cores": 2, "cpu": 0})
     _write(results / "encode.json", {"rows": [
         {"contender": "ours", "seconds": 6.67, "docs_per_s": 150.0, "peak_mb": 900.0, "base_mb": 700.0, "rounds": [6.67]},
         {"contender": "sentence-transformers", "seconds": 8.33, "docs_per_s": 120.0, "peak_mb": 950.0, "base_mb": 700.0,
@@ -100,6 +113,18 @@ def test_speed_rows_ratio_goal_memory_and_command(report, inputs):
     assert bm25["bm25s"][1:8] == ["2.10 s", "bm25s", "1.20 s", "1.750x", "<= 1.5x", "**no**", "120 / 70"]
     # 2.1 / 42 = 0.050, no goal against rank_bm25; 900 - 380 = 520
     assert bm25["rank_bm25"][1:8] == ["2.10 s", "rank_bm25", "42.0 s", "0.050x", "-", "", "120 / 520"]
+    # 2.1 / 3.0 = 0.700 <= 1: met; 2.1 / 2.0 = 1.050: not met; growth 450 - 350 = 100, 520 - 350 = 170
+    assert bm25["tantivy (en_stem)"][1:8] == ["2.10 s", "tantivy (en_stem)", "3.00 s", "0.700x", "<= 1x", "yes",
+                                              "120 / 100"]
+    assert bm25["tantivy (our stop list)"][1:8] == ["2.10 s", "tantivy (our stop list)", "2.00 s", "1.050x", "<= 1x",
+                                                    "**no**", "120 / 170"]
+    notes = md.split("- BM25 vs bm25s, tantivy and rank_bm25:")[1].splitlines()[0]
+    assert ("ours / tantivy (en_stem): time 0.70x (goal <= 1x: met), peak memory 1.11x (goal <= 1x: **not met**), "
+            "memory growth 1.20x (**not met**)") in notes
+    assert "nDCG@10 0.6838 against 0.6857 (-0.0019), the top 10 reordered or changed on 183 of 300 queries" in notes
+    assert "exact up to 40 tokens and coarser beyond (up to 10% short), so 4,647 of the 5,183" in notes
+    assert "load average (1 min) 5.5 at the start, 6.2 at the end, on 2 cores" in notes
+    assert "bound to one CPU (CPU 0)" in notes and "(every thread): tantivy_en_stem 2.950" in notes
     assert bm25["bm25s"][9] == "`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_bm25.py --rounds 3 " \
                                "--json bench-results/bm25.json`"
     # docs/s: 150 / 120 = 1.250 >= 1.0: met; 900 - 700 = 200, 950 - 700 = 250

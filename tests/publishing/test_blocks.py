@@ -90,7 +90,7 @@ def test_the_numbers_of_the_experiments_table_may_move_one_unit_of_their_last_di
 
 
 @pytest.mark.parametrize("text, said", [
-    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale, msmarco-peer, msmarco-quiet, sharded, dense-sharded, scale-billion)"),
+    ("<!-- BEGIN generated:nope -->\n<!-- END generated:nope -->\n", "x.md:1: no renderer for generated:nope (known: headline, support-results, support-compare, experiments-support, faiss-real, msmarco-scale, msmarco-peer, msmarco-quiet, msmarco-tantivy, sharded, dense-sharded, scale-billion)"),
     ("<!-- BEGIN generated:headline -->\n", "x.md: generated:headline has no END marker"),
     ("a\n<!-- END generated:headline -->\n", "x.md:2: END generated:headline without its BEGIN"),
     ("<!-- BEGIN generated:headline -->\n<!-- END generated:headline -->\n" * 2, "x.md:3: generated:headline appears twice"),
@@ -138,6 +138,36 @@ def test_msmarco_scale_block_says_how_the_search_ran_and_each_goal_met_or_not(tm
     path.write_text(json.dumps(data))
     text = blocks.msmarco_scale_table(path)
     assert "at depth 1,000, one thread," in text and "| no | **not met** |" in text
+
+
+def test_msmarco_tantivy_block_shows_each_contender_and_each_goal_met_or_not(tmp_path):
+    def step(seconds, peak):
+        return {"seconds": seconds, "peak_mb": peak}
+
+    def peer(index, search, peak, ndcg, ours_seconds=50.0, ours_peak=600.0):
+        return {"steps": {"tantivy_index": step(index, 100.0), "tantivy_search": step(search, peak)},
+                "seconds": index + search, "peak_mb": peak, "means": {"nDCG@10": ndcg},
+                "time_ratio": ours_seconds / (index + search), "peak_ratio": ours_peak / peak}
+
+    data = {"queries": 70, "depth": 1000, "repeats": 3, "cpu": 0, "tantivy_goals": {"time_ratio": 1.0, "peak_ratio": 1.0},
+            "load_average": {"start": [3.25, 2.0, 1.0], "end": [4.0, 2.0, 1.0]},
+            "machine": {"cpu": "CPU", "usable_cores": 2, "date": "2026-12-04"},
+            "results": [{"documents": 10000, "bm25_seconds": 50.0, "peak_mb": 600.0, "ours": {"search": {
+                "means": {"nDCG@10": 0.91}}}, "steps": {"bm25_index": step(20.0, 300.0),
+                                                         "bm25_load_index": step(0.5, 80.0),
+                                                         "bm25_search": step(29.5, 600.0)},
+                         "tantivy": {"en_stem": peer(30.0, 40.0, 500.0, 0.905), "stop": peer(20.0, 20.0, 700.0, 0.91)},
+                         "rounds": {"ours": [50.0, 52.5], "en_stem": [70.0, 71.0], "stop": [40.0, 44.0]}}]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    text = blocks.msmarco_tantivy_table(path)
+    assert "load average 3.2 at the start, 4.0 at the end" in text and "fastest of 3 round(s)" in text
+    assert "one search thread on each side (every process of each bound to CPU 0), each index on disk" in text
+    assert "| 10,000 | ours | 20.0 | 30.0 (opening the index included) | 50.0 | 600 | 0.9100 | | |" in text
+    # 50 / 70 = 0.71 <= 1: met; 600 / 500 = 1.20 > 1: not met; 50 / 40 = 1.25: not met; 600 / 700 = 0.86: met
+    assert "| | tantivy (`en_stem`) | 30.0 | 40.0 | 70.0 | 500 | 0.9050 | 0.71x: met | 1.20x: **not met** |" in text
+    assert "| | tantivy (our stop list) | 20.0 | 20.0 | 40.0 | 700 | 0.9100 | 1.25x: **not met** | 0.86x: met |" in text
+    assert "10,000: ours 50.0, 52.5; en_stem 70.0, 71.0; stop 40.0, 44.0." in text
 
 
 def test_sharded_block_renders_per_shard_ranges_the_rates_and_the_model(tmp_path):

@@ -134,7 +134,7 @@ def test_index_arrays_by_hand():
     assert index.terms == ["cat", "sat", "dog", "bird"]
     assert index.indptr.tolist() == [0, 2, 3, 4, 5]
     assert index.docs.tolist() == [0, 1, 0, 1, 2] and index.docs.dtype == "int32"
-    assert index.tf.tolist() == [1, 2, 1, 1, 1] and index.tf.dtype == "uint16"
+    assert index.tf.tolist() == [1, 2, 1, 1, 1] and index.tf.dtype == "uint8"
     assert index.lengths.tolist() == [2, 3, 1]
     assert (index.stats.documents, index.stats.total_length, index.stats.avgdl) == (3, 6, 2.0)
 
@@ -144,6 +144,8 @@ def test_a_term_frequency_past_uint16_widens_the_array():
 
     index = BM25Index.from_corpus(_corpus({"d1": "cat " * 70_000, "d2": "dog"}), PLAIN, FIELDS)
     assert index.tf.dtype == "uint32" and index.tf.tolist() == [70_000, 1]
+    index = BM25Index.from_corpus(_corpus({"d1": "cat " * 256, "d2": "dog " * 255}), PLAIN, FIELDS)
+    assert index.tf.dtype == "uint16" and index.tf.tolist() == [256, 255]  # past uint8's 255
 
 
 def _texts(n: int) -> dict[str, Doc]:
@@ -202,25 +204,39 @@ def always_prune(monkeypatch):
 
     monkeypatch.setattr(bm25_module, "_PRUNE_FROM", 0)
     monkeypatch.setattr(bm25_module, "_PRUNE_PER_DEPTH", 0)
+    monkeypatch.setattr(bm25_module, "_DENSE_MAX", 0)  # nor a dense vector, which small collections take
 
 
-def test_small_queries_are_summed_exhaustively_and_large_ones_pruned(monkeypatch):
+@pytest.fixture
+def always_summed(monkeypatch):
+    """Every query summed term by term into the reused sums (neither a dense vector nor pruning)."""
+    import retrieval_lab.retrievers.bm25 as bm25_module
+
+    monkeypatch.setattr(bm25_module, "_PRUNE_FROM", 10**12)
+    monkeypatch.setattr(bm25_module, "_DENSE_MAX", 0)
+
+
+def test_a_query_is_summed_densely_term_by_term_or_pruned_by_its_postings(monkeypatch):
     import retrieval_lab.retrievers.bm25 as bm25_module
     from retrieval_lab.retrievers.bm25 import query_plan
 
     texts = {f"d{i}": "common filler" for i in range(2_000)}
     bm25 = BM25Retriever(_corpus(texts), PLAIN, BM25Params(), FIELDS)
     plan = query_plan(bm25.index, ["common", "filler"], bm25.stats)  # 4,000 postings
-    pruned = []
-    real = BM25Index._top
-    monkeypatch.setattr(BM25Index, "_top", lambda self, *a: pruned.append(a[-1]) or real(self, *a))
+    calls = []
+    for name in ("scores", "_summed", "_top"):
+        real = getattr(BM25Index, name)
+        monkeypatch.setattr(BM25Index, name, lambda self, *a, real=real, name=name: calls.append(name) or real(self, *a))
     bm25.index.top(plan, bm25._norm, depth=10)
-    assert pruned == []  # 4,000 < max(16,384, 64 x 10)
+    assert calls == ["scores"]  # 4,000 x 5 > 2,000 documents: one dense vector
+    monkeypatch.setattr(bm25_module, "_DENSE_MAX", 1_999)  # a collection too large for a dense vector
+    bm25.index.top(plan, bm25._norm, depth=10)
+    assert calls[1:] == ["_summed"]  # 4,000 < max(16,384, 256 x 10)
     monkeypatch.setattr(bm25_module, "_PRUNE_FROM", 4_000)
     bm25.index.top(plan, bm25._norm, depth=10)
-    assert pruned == [10]  # 4,000 >= max(4,000, 640)
-    bm25.index.top(plan, bm25._norm, depth=63)
-    assert pruned == [10]  # 4,000 < 64 x 63
+    assert calls[2:] == ["_top"]  # 4,000 >= max(4,000, 2,560)
+    bm25.index.top(plan, bm25._norm, depth=16)
+    assert calls[3:] == ["_summed"]  # 4,000 < 256 x 16
 
 
 def test_pruning_by_hand_reads_only_the_rare_terms_documents(always_prune):
@@ -281,6 +297,28 @@ def test_pruned_search_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(alwa
             compared += 1
             pruned += len(bm25.index.top(plan, bm25._norm, depth)[0]) < len(rows)
     assert compared == 750 and pruned > 300
+
+
+def test_summed_search_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(always_summed):
+    """The term-by-term sums into reused arrays against :meth:`BM25Index.scores` cut by ``top_k`` (its dense
+    vector): the same documents, order and float bits, and the reused sums left at zero after each query."""
+    import random
+
+    from retrieval_lab.retrievers.base import top_k
+    from retrieval_lab.retrievers.bm25 import query_plan
+
+    corpus = _tied_texts(600)
+    bm25 = BM25Retriever(corpus, PLAIN, BM25Params(k1=0.9, b=0.4), FIELDS)
+    rng = random.Random(6)
+    words = [f"w{i}" for i in range(25)] + ["zeta", "rho", "unknown"]
+    for _ in range(60):
+        query = " ".join(rng.choices(words, k=rng.randint(1, 8)))
+        plan = query_plan(bm25.index, bm25._tokenize(query), bm25.stats)
+        rows, values = bm25.index.scores(plan, bm25._norm)
+        for depth in (1, 10, 1000):
+            expected = list(top_k(values, bm25.doc_ids, depth, positive_only=True, rows=rows).items())
+            assert list(bm25.ranked(query, depth).items()) == expected, (query, depth)
+    assert not bm25.index._local.scratch.exact.any()
 
 
 def test_workers_split_the_queries_and_give_the_same_run_bytes(monkeypatch):
@@ -352,3 +390,62 @@ def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(always_prune, m
         bm25.ranked(query, 5)
     monkeypatch.setattr(bm25_module, "_accumulate", real)
     assert bm25.ranked(query, 5) == expected
+
+
+def _plain_build(texts: list[str], tokenizer: TokenizerParams):
+    """An independent build: each document through Tokenizer.tokenize, term ids in order of first occurrence,
+    postings term-major with rows ascending."""
+    tokenize, vocab, postings, lengths = Tokenizer(tokenizer).tokenize, {}, {}, []
+    for row, text in enumerate(texts):
+        tokens = tokenize(text)
+        lengths.append(len(tokens))
+        for token in tokens:
+            term = vocab.setdefault(token, len(vocab))
+            postings.setdefault(term, {}).setdefault(row, 0)
+            postings[term][row] += 1
+    indptr = np.cumsum([0] + [len(postings[t]) for t in range(len(vocab))])
+    docs = [row for t in range(len(vocab)) for row in postings[t]]
+    tf = [n for t in range(len(vocab)) for n in postings[t].values()]
+    return list(vocab), indptr, docs, tf, lengths
+
+
+@pytest.mark.parametrize("chunk, group, memo_limit", [(1000, 32_768, 2_000_000), (3, 5, 4), (1, 1, 0)])
+def test_the_build_gives_a_plain_builds_arrays_on_unicode_text(monkeypatch, chunk, group, memo_limit):
+    """Pieces memoised across chunks and groups (and the memo cleared between chunks), pieces of several tokens
+    ("10–20", "patient’s"), of none ("±", a stopword): the arrays of a build that tokenizes every document."""
+    import random
+
+    from retrieval_lab.retrievers import bm25
+
+    monkeypatch.setattr(bm25, "_GROUP", group)
+    monkeypatch.setattr(bm25, "_MEMO_LIMIT", memo_limit)
+    rng = random.Random(5)
+    words = ["The", "cells", "cell", "of", "10–20", "patient’s", "Patients", "±", "ΟΔΟΣ", "e\u0301te", "été",
+             "x=\u0338y", "naïve", "Running", "runs", "β-cells", "a_b", "½", "İstanbul", ""]
+    texts = [" ".join(rng.choices(words, k=rng.randint(0, 12))) + rng.choice(["", ".", " ’"]) for _ in range(60)]
+    corpus = {f"d{i}": Doc(f"d{i}", "", text) for i, text in enumerate(texts)}
+    tokenizer = TokenizerParams()
+    index = BM25Index.from_corpus(corpus, tokenizer, FIELDS, chunk=chunk)
+    terms, indptr, docs, tf, lengths = _plain_build([doc.content(FIELDS) for doc in corpus.values()], tokenizer)
+    assert index.terms == terms and len(terms) > 15
+    assert index.indptr.tolist() == indptr.tolist() and index.docs.tolist() == docs and index.tf.tolist() == tf
+    assert index.lengths.tolist() == lengths and index.doc_ids == list(corpus)
+
+
+def test_a_query_of_several_terms_sums_in_plan_order_bit_for_bit():
+    """The postings of a query's terms gathered at once: each document's score is the float sum, term by term in
+    plan order, of idf * tf / (tf + norm) * repeats, bit for bit (here in plain Python floats)."""
+    from retrieval_lab.retrievers.bm25 import query_plan
+
+    corpus, params = _texts(300), BM25Params()
+    bm25 = BM25Retriever(corpus, PLAIN, params, FIELDS)
+    index, norm = bm25.index, bm25._norm
+    for query in ("w1 w2 w3 w1 the", "running w7", "w9", "w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 of"):
+        plan = query_plan(index, Tokenizer(PLAIN).tokenize(query), bm25.stats)
+        expected: dict[int, float] = {}
+        for term, weight, repeats in plan:
+            a, b = int(index.indptr[term]), int(index.indptr[term + 1])
+            for row, tf in zip(index.docs[a:b].tolist(), index.tf[a:b].tolist()):
+                expected[row] = expected.get(row, 0.0) + weight * tf / (tf + float(norm[row])) * repeats
+        rows, values = index.scores(plan, norm)
+        assert dict(zip(rows.tolist(), values.tolist())) == expected and len(expected) > 10

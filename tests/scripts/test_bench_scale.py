@@ -93,7 +93,7 @@ def test_the_msmarco_steps_run_at_tiny_size(bench, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     index = bench.msmarco_index(str(folder), str(work))
-    assert index["postings"] > 500 and index["tf_dtype"] == "uint16" and index["index_mb"] > 0
+    assert index["postings"] > 500 and index["tf_dtype"] == "uint8" and index["index_mb"] > 0
     search = bench.msmarco_search(str(folder), str(work), 50)
     assert set(search["steps"]) == {"load", "bm25_load_index", "bm25_search", "write_run", "metrics"}
     assert search["means"]["nDCG@10"] > 0.8 and search["queries"] == 60  # a query is words of its positive
@@ -104,3 +104,30 @@ def test_the_msmarco_steps_run_at_tiny_size(bench, tmp_path):
     row = two["steps"]["bm25_search"]
     assert row["workers"] == 2 and row["worker_peak_mb"] > 0
     assert row["peak_mb"] == row["own_peak_mb"] + 2 * row["worker_peak_mb"]  # each worker's peak counted
+
+
+def test_tantivy_runs_the_msmarco_steps_and_the_rounds_alternate(bench, tmp_path, monkeypatch):
+    folder = bench.write_collection(tmp_path / "beir", 400, 40, seed=3, shape=bench.MSMARCO)
+    work = tmp_path / "work"
+    work.mkdir()
+    peer = bench.msmarco_tantivy(str(folder), str(work), 50, "stop")
+    assert set(peer["steps"]) == {"tantivy_index", "tantivy_search"} and peer["queries"] == 40
+    assert peer["means"]["nDCG@10"] > 0.8 and peer["index_mb"] > 0 and list(work.iterdir()) == []  # a query is words
+    calls = []  # of its positive; the index folder is gone
+
+    def isolated(fn, *args, cpu=None):  # in this process (quick); the order of the contenders recorded
+        assert cpu == 0
+        calls.append(fn.__name__ if fn is not bench.msmarco_tantivy else args[-1])
+        return fn(*args)
+
+    monkeypatch.setattr(bench._bench, "isolated", isolated)
+    result = bench.msmarco_size(300, 30, 20, tmp_path / "runs", 1, None, peer=False, tantivy=("en_stem", "stop"),
+                                repeats=2, cpu=0)
+    assert calls == ["msmarco_index", "msmarco_search", "en_stem", "stop",  # then the other way round
+                     "stop", "en_stem", "msmarco_index", "msmarco_search"]
+    assert set(result["rounds"]) == {"ours", "en_stem", "stop"} and all(len(r) == 2 for r in result["rounds"].values())
+    for analyzer, row in result["tantivy"].items():
+        assert round(row["seconds"], 2) == min(result["rounds"][analyzer])  # the fastest round kept
+        assert row["time_ratio"] == result["bm25_seconds"] / row["seconds"]
+        assert row["peak_ratio"] == result["peak_mb"] / row["peak_mb"]
+    assert round(result["bm25_seconds"], 2) == min(result["rounds"]["ours"])

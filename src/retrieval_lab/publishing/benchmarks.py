@@ -35,7 +35,8 @@ from retrieval_lab.core.parse import json_loads
 from retrieval_lab.publishing import REPO
 from retrieval_lab.publishing import spread as seed_spread
 
-PEER_PACKAGES = ["pytrec-eval-terrier", "bm25s", "rank-bm25", "sentence-transformers", "transformers", "faiss-cpu"]
+PEER_PACKAGES = ["pytrec-eval-terrier", "bm25s", "rank-bm25", "sentence-transformers", "transformers", "faiss-cpu",
+                 "tantivy"]
 
 
 # ----------------------------------------------------------------------------- speed
@@ -88,20 +89,62 @@ def _growth(row: dict) -> float:
     return row["peak_mb"] - row["base_mb"]
 
 
+TANTIVY_CONTENDERS = {"tantivy_en_stem": "tantivy (en_stem)", "tantivy_stop": "tantivy (our stop list)"}
+
+
 def _bm25_rows(result: dict) -> tuple[list[SpeedRow], list[str]]:
     rows = _by_contender(result)
     ours = rows["ours"]
     label = "BM25 on SciFact: index 5,183 docs, 300 test queries (depth 100), write the run"
     out = [SpeedRow(label, "bm25s", ours["seconds"], rows["bm25s"]["seconds"], "s", Goal("<=", result["goal"]),
                     (_growth(ours), _growth(rows["bm25s"])))]
+    tantivy_goals = result.get("tantivy_goals", {})
+    for name, peer in TANTIVY_CONTENDERS.items():
+        if name in rows:
+            out.append(SpeedRow(label, peer, ours["seconds"], rows[name]["seconds"], "s",
+                                Goal("<=", tantivy_goals["seconds"]), (_growth(ours), _growth(rows[name]))))
     if "rank_bm25" in rows:
         out.append(SpeedRow(label, "rank_bm25", ours["seconds"], rows["rank_bm25"]["seconds"], "s", None,
                             (_growth(ours), _growth(rows["rank_bm25"]))))
     notes = ["nDCG@10 of each run: " + ", ".join(f"{name} {row['nDCG@10']:.4f}" for name, row in rows.items()),
              "memory: growth of peak RSS over the RSS before the timed work (absolute peaks: "
              + ", ".join(f"{name} {row['peak_mb']:.0f} MiB" for name, row in rows.items()) + ")",
-             f"fastest of {len(ours['rounds'])} round(s), each in a fresh process"]
+             f"fastest of {len(ours['rounds'])} round(s), each in a fresh process"
+             + (", the order alternating between rounds" if tantivy_goals else "")]
+    for name, peer in TANTIVY_CONTENDERS.items():
+        if name in result.get("tantivy", {}):
+            ratios, met = result["tantivy"][name]["ratios"], result["tantivy"][name]["met"]
+            notes.append(f"ours / {peer}: time {ratios['seconds']:.2f}x (goal <= {tantivy_goals['seconds']:g}x: "
+                         f"{_met(met['seconds'])}), peak memory {ratios['peak_mb']:.2f}x (goal <= "
+                         f"{tantivy_goals['peak_mb']:g}x: {_met(met['peak_mb'])}), memory growth "
+                         f"{ratios['added_mb']:.2f}x ({_met(met['added_mb'])})")
+    if "tantivy_field_norms" in result:
+        norms = result["tantivy_field_norms"]
+        notes.append(
+            f"where tantivy's scores part from ours: it stores each document's length in one byte, exact up to "
+            f"{norms['exact_up_to']} tokens and coarser beyond (up to {norms['max_relative_length_error']:.0%} short), "
+            f"so {norms['documents_whose_length_changes']:,} of the {norms['documents']:,} SciFact lengths change; "
+            f"our BM25 with those lengths and the exact mean length, as tantivy scores: nDCG@10 "
+            f"{norms['nDCG@10_quantised']:.4f} against {norms['nDCG@10_exact']:.4f} ("
+            f"{norms['nDCG@10_quantised'] - norms['nDCG@10_exact']:+.4f}), the top 10 reordered or changed on "
+            f"{norms['queries_whose_top10_changes']} of {norms['queries']} queries; the rest of tantivy's difference "
+            "is its analysis (it cuts words at '_' and non-alphanumerics; en_stem keeps stopwords and drops tokens "
+            "over 40 bytes) and its 32-bit float scores")
+    if result.get("cpu") is not None:
+        notes.append(f"every contender's process bound to one CPU (CPU {result['cpu']}): tantivy's indexing thread and "
+                     "the Python thread that feeds it share that core, as ours' one thread has it alone; CPU seconds "
+                     "of each fastest round (every thread): " + ", ".join(f"{name} {row['cpu_seconds']:.3f}"
+                                                                        for name, row in rows.items()
+                                                                        if "cpu_seconds" in row))
+    if "load_average" in result:
+        load = result["load_average"]
+        notes.append(f"load average (1 min) {load['start'][0]:.1f} at the start, {load['end'][0]:.1f} at the end, "
+                     f"on {result.get('cores', '?')} cores")
     return out, notes
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**not met**"
 
 
 def _encode_rows(result: dict) -> tuple[list[SpeedRow], list[str]]:
@@ -143,7 +186,7 @@ class Bench:
 BENCHES = [
     Bench("metrics", "bench_metrics.py", "metrics vs pytrec_eval", (), ("--queries", "1000"),
           _metrics_rows),
-    Bench("bm25", "bench_bm25.py", "BM25 vs bm25s and rank_bm25", (), ("--rounds", "1"), _bm25_rows),
+    Bench("bm25", "bench_bm25.py", "BM25 vs bm25s, tantivy and rank_bm25", (), ("--rounds", "1"), _bm25_rows),
     Bench("encode", "bench_encode.py", "encoding vs sentence-transformers", (), ("--limit", "128", "--rounds", "1"),
           _encode_rows),
     Bench("train", "bench_train.py", "training step vs sentence-transformers", (),

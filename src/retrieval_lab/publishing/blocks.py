@@ -16,6 +16,7 @@ BEGIN without its END, is refused naming the file. The sources, all committed:
 ``msmarco-scale``        BM25 at MS MARCO passage size, measured, and issue 46's goals (``scale-msmarco-8.8m.json``)
 ``msmarco-peer``         BM25 at 100k and 1M MS MARCO-shaped passages against bm25s (``scale-msmarco.json``)
 ``msmarco-quiet``        the same steps, ours only, on a quiet machine (``scale-msmarco-quiet.json``)
+``msmarco-tantivy``      BM25 at MS MARCO-shaped passages against tantivy, issue 55's goals (``scale-msmarco-tantivy.json``)
 ``sharded``              sharded BM25 on Dask: cost per shard, DFS, merge, and the model (``sharded.json``)
 ``dense-sharded``        dense over shards on Dask: cost per shard, merge, recall@100 vs Flat (``dense-sharded.json``)
 ``scale-billion``        the cost model to a billion passages, from the per-shard figures of the JSON above
@@ -225,6 +226,52 @@ def msmarco_scale_table(path: Path) -> str:
             lines.append(f"| run at {result['documents']:,} identical to the reference code's | "
                          f"{'yes' if result['identical_to_reference'] else 'no'} | "
                          f"{verdict(result['identical_to_reference'])} |")
+    return "\n".join(lines)
+
+
+MSMARCO_TANTIVY = Path("bench-results") / "scale-msmarco-tantivy.json"
+TANTIVY_ANALYZERS = {"en_stem": "tantivy (`en_stem`)", "stop": "tantivy (our stop list)"}
+
+
+def msmarco_tantivy_table(path: Path) -> str:
+    """scripts/bench_scale.py --shape msmarco --tantivy ...: at each size ours and each tantivy analyzer, index,
+    search, their sum, the peak and nDCG@10; ours / tantivy in time and peak against issue 55's goals, met or not."""
+    data = _read_json(path)
+    goals, machine = data["tantivy_goals"], data["machine"]
+    load = data["load_average"]
+
+    def verdict(ratio: float, goal: float) -> str:
+        return f"{ratio:.2f}x: {'met' if ratio <= goal else '**not met**'}"
+
+    head = (f"Synthetic passages of MS MARCO's length distribution, {data['queries']:,} queries at depth "
+            f"{data['depth']:,}, one indexing and one search thread on each side"
+            + (f" (every process of each bound to CPU {data['cpu']})" if data.get("cpu") is not None else "")
+            + ", each index on disk; "
+            f"{machine.get('cpu', 'CPU')} with {machine.get('usable_cores', '?')} cores shared with other jobs (load "
+            f"average {load['start'][0]:.1f} at the start, {load['end'][0]:.1f} at the end), {machine.get('date', '')}; "
+            f"each contender's fastest of {data['repeats']} round(s), the order alternating (`{path.name}`):")
+    columns = (f"| passages | contender | index s | search s | index + search s | peak MiB | nDCG@10 | time ours / it "
+               f"(goal ≤ {goals['time_ratio']:g}x) | peak ours / it (goal ≤ {goals['peak_ratio']:g}x) |")
+    lines = [head, "", columns, "|---:|---|---:|---:|---:|---:|---:|---|---|"]
+    for result in data["results"]:
+        steps = result["steps"]
+        lines.append(f"| {result['documents']:,} | ours | {steps['bm25_index']['seconds']:,.1f} | "
+                     f"{steps['bm25_load_index']['seconds'] + steps['bm25_search']['seconds']:,.1f} (opening the index included) | "
+                     f"{result['bm25_seconds']:,.1f} | {result['peak_mb']:,.0f} | "
+                     f"{result['ours']['search']['means']['nDCG@10']:.4f} | | |")
+        for analyzer, peer in result["tantivy"].items():
+            lines.append(f"| | {TANTIVY_ANALYZERS.get(analyzer, analyzer)} | "
+                         f"{peer['steps']['tantivy_index']['seconds']:,.1f} | "
+                         f"{peer['steps']['tantivy_search']['seconds']:,.1f} | {peer['seconds']:,.1f} | "
+                         f"{peer['peak_mb']:,.0f} | {peer['means']['nDCG@10']:.4f} | "
+                         f"{verdict(peer['time_ratio'], goals['time_ratio'])} | "
+                         f"{verdict(peer['peak_ratio'], goals['peak_ratio'])} |")
+    rounds = [f"{result['documents']:,}: " + "; ".join(f"{'ours' if name == 'ours' else name} "
+                                                       + ", ".join(f"{s:,.1f}" for s in times)
+                                                       for name, times in result["rounds"].items())
+              for result in data["results"] if "rounds" in result]
+    if rounds:
+        lines += ["", "Index + search seconds of every round: " + " | ".join(rounds) + "."]
     return "\n".join(lines)
 
 
@@ -462,6 +509,7 @@ BLOCKS = {b.name: b for b in [
     Block("msmarco-scale", lambda repo: msmarco_scale_table(repo / MSMARCO_SCALE)),
     Block("msmarco-peer", lambda repo: msmarco_steps_table(repo / MSMARCO_PEER)),
     Block("msmarco-quiet", lambda repo: msmarco_steps_table(repo / MSMARCO_QUIET)),
+    Block("msmarco-tantivy", lambda repo: msmarco_tantivy_table(repo / MSMARCO_TANTIVY)),
     Block("sharded", lambda repo: sharded_table(repo / SHARDED)),
     Block("dense-sharded", lambda repo: dense_sharded_table(repo / DENSE_SHARDED)),
     Block("scale-billion", billion_table),

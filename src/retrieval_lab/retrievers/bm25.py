@@ -1,7 +1,7 @@
 """BM25, Lucene variant, over our tokenizer (params ``bm25:``, ``tokenizer:``): a compact term-major index.
 
 The index (:class:`BM25Index`) holds the collection's raw statistics only: per term its
-postings (document row int32, term frequency uint16 or uint32), per document its length.
+postings (document row int32, term frequency uint8, uint16 or uint32: the narrowest that holds them), per document its length.
 The BM25 impact of a posting is computed when a query reads it, with the collection
 statistics (N, df, avgdl) given to the scorer: the same index serves one machine
 (its own statistics) and a shard of a larger collection (the global ones, summed over
@@ -9,15 +9,16 @@ the shards first: see ``bm25_sharded.py``). Built in one pass over any iterable 
 (id, text) in chunks, merged into the final arrays; saved as ``.npy`` arrays read back
 memory-mapped with ``allow_pickle=False`` and JSON lists (vocabulary, ids): nothing is unpickled.
 
-A search keeps each query's top ``depth`` without scoring every posting (:meth:`BM25Index.top`,
-MaxScore term at a time) and returns the scores an exhaustive sum gives, bit for bit; with
+A search keeps each query's top ``depth`` (:meth:`BM25Index.top`: by the postings the query reads, one
+dense vector, sums into reused arrays, or MaxScore pruning term at a time) and returns the scores an
+exhaustive sum gives, bit for bit; with
 ``bm25.workers`` > 1 forked processes share the memory-mapped index and split the queries.
 """
 
 from __future__ import annotations
 
-import array
 import dataclasses
+import itertools
 import json
 import math
 import multiprocessing
@@ -37,13 +38,18 @@ from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k
 
-_DENSE_SHARE = 8  # a query touching more than 1/8 of the corpus is scored into one dense vector
+_DENSE_SHARE = 5  # a query reading more postings than 1/5 of the documents is summed into one dense vector,
+_DENSE_MAX = 1 << 21  # on a collection this small at most (a larger one's vector costs more than pruning)
 _SLACK = 1e-9  # relative margin of each pruning test: far above the rounding of a sum taken in another order
 _THRESHOLD_SAMPLE = 50_000  # partial sums the cut is estimated from: the rarest terms' documents come first
 # a query reading fewer postings than max(_PRUNE_FROM, _PRUNE_PER_DEPTH * depth) is summed exhaustively:
-# pruning's bookkeeping costs more than it saves there (1M MS MARCO-shaped passages, lab notes 2026-12-04)
-_PRUNE_FROM, _PRUNE_PER_DEPTH = 16_384, 64
-CHUNK = 1024  # documents tokenized and counted at once: bounds the temporary arrays of the build
+# pruning's bookkeeping costs more than it saves there (1M and 8.8M MS MARCO-shaped passages, lab notes
+# 2026-12-04, issues 46 and 55)
+_PRUNE_FROM, _PRUNE_PER_DEPTH = 16_384, 256
+_MEMO_LIMIT = 2_000_000  # distinct pieces of text remembered by the build before its memo starts afresh
+_GROUP = 8_192  # pieces of text held as strings at once by the build
+_UNMET = np.iinfo(np.int32).min  # the code of a piece not met yet
+CHUNK = 256  # documents tokenized and counted at once: bounds the temporary arrays of the build
 SPILL_CHUNK = 16_384  # the same when chunks go to disk: fewer, larger files
 FORMAT = "retrieval-lab-bm25-index/1"
 _ARRAYS = ("indptr", "docs", "tf", "lengths")
@@ -58,43 +64,109 @@ def idf(n: int, df: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
-def _chunk_postings(tokenizer: Tokenizer, vocab: dict[str, int], memo: dict[str, int],
-                    texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(term id, chunk row, term frequency) of every distinct (term, document) of ``texts``, sorted by
-    term then row, and the documents' lengths.
+class _Terms:
+    """The vocabulary as the build meets it, and what each distinct piece of text (``Tokenizer.pieces``) adds.
 
-    Each distinct raw token is stemmed and looked up once (``memo``: raw token -> term id, -1 for
-    a stopword). Term ids follow first occurrence in the collection (never str hashes), which fixes
-    the order of every score's sum.
+    Term ids follow first occurrence in the collection (never str hashes), which fixes the order of every
+    score's sum. ``memo`` gives each piece met its code: its term id, -1 when it holds no indexed token (a
+    stopword, "±"), or -2 - k when it holds several (``several[k]``: "10–20", "patient’s"). A piece is
+    normalised, split, filtered and stemmed once, however often it occurs.
     """
-    if len(memo) > 2_000_000:  # distinct raw tokens remembered before the memo starts afresh
-        memo.clear()
-    split, finalise = tokenizer.split, tokenizer.finalise_many
-    ids = array.array("q")  # term id of every raw token of the chunk (-1: stopword)
-    counts = np.empty(len(texts), dtype=np.int64)  # [n] raw tokens per document
-    for i, text in enumerate(texts):
-        tokens = split(text)  # one document's strings at a time: a chunk's would weigh ~50 bytes a token
-        new = set(tokens).difference(memo)
-        if new:
-            new = sorted(new, key=tokens.index)  # first-occurrence order
-            for token, final in zip(new, finalise(new)):
-                memo[token] = vocab.setdefault(final, len(vocab)) if final else -1
-        ids.extend(map(memo.__getitem__, tokens))
-        counts[i] = len(tokens)
-    term = np.frombuffer(ids, dtype=np.int64) if ids else np.zeros(0, np.int64)  # [T]
-    row = np.repeat(np.arange(len(texts), dtype=np.int64), counts)  # [T]
-    kept = term >= 0
-    term, row = term[kept], row[kept]
-    lengths = np.bincount(row, minlength=len(texts))
-    keys, tf = np.unique(term * len(texts) + row, return_counts=True)  # sorted by term, then row
-    return ((keys // len(texts)).astype(np.int32), (keys % len(texts)).astype(np.int32),
-            tf.astype(np.uint32), lengths)
+
+    def __init__(self, tokenizer: Tokenizer):
+        self.tokenizer = tokenizer
+        self.vocab: dict[str, int] = {}
+        self.memo: dict[str, int] = {}
+        self.several: list[list[int]] = []
+
+    def learn(self, pieces: list[str]) -> None:
+        """Give each piece not met before its code, in order of first occurrence (the term ids' order)."""
+        memo, vocab = self.memo, self.vocab
+        new = [p for p in dict.fromkeys(pieces) if p not in memo]
+        if all(map(str.isascii, new)):  # the common case: each piece is one raw token
+            for piece, final in zip(new, self.tokenizer.finalise_many(new)):
+                memo[piece] = vocab.setdefault(final, len(vocab)) if final else -1
+            return
+        tokens_of = self.tokenizer.piece_tokens
+        held = [[p] if p.isascii() else tokens_of(p) for p in new]
+        finals = iter(self.tokenizer.finalise_many([t for tokens in held for t in tokens]))
+        for piece, tokens in zip(new, held):
+            if len(tokens) == 1:
+                final = next(finals)
+                memo[piece] = vocab.setdefault(final, len(vocab)) if final else -1
+                continue
+            ids = [vocab.setdefault(f, len(vocab)) for f in [next(finals) for _ in tokens] if f]
+            if len(ids) > 1:
+                self.several.append(ids)
+            memo[piece] = ids[0] if len(ids) == 1 else -1 if not ids else -1 - len(self.several)
+
+    def codes(self, pieces: list[str]) -> np.ndarray:
+        """[P] each piece's code, those not met before learnt (one dict lookup a piece: the build's main cost)."""
+        codes = np.fromiter(map(self.memo.get, pieces, itertools.repeat(_UNMET)), dtype=np.int32, count=len(pieces))
+        unmet = np.flatnonzero(codes == _UNMET).tolist()
+        if unmet:
+            unmet_pieces = [pieces[i] for i in unmet]
+            self.learn(unmet_pieces)
+            codes[unmet] = list(map(self.memo.__getitem__, unmet_pieces))
+        return codes
+
+    def spell_out(self, codes: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, rows) with each piece of several tokens spelt out: its first term in place, the others
+        appended (the order of a chunk's tokens matters no more once their terms are known)."""
+        multi = np.flatnonzero(codes <= -2)
+        if not multi.size:
+            return codes, rows
+        held = [self.several[-2 - c] for c in codes[multi].tolist()]
+        codes[multi] = [ids[0] for ids in held]
+        more = [t for ids in held for t in ids[1:]]
+        return (np.concatenate([codes, np.array(more, dtype=codes.dtype)]),
+                np.concatenate([rows, np.repeat(rows[multi], [len(ids) - 1 for ids in held])]))
+
+    def postings(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(term id, chunk row, term frequency) of every distinct (term, document) of ``texts``, sorted by term
+        then row, and the documents' lengths.
+
+        The pieces are looked up in groups of about ``_GROUP`` (their strings weigh ~50 bytes each).
+        """
+        if len(self.memo) > _MEMO_LIMIT:  # distinct pieces remembered before the memo starts afresh (between
+            self.memo.clear()  # chunks: the codes of a chunk are spelt out at its end)
+            self.several.clear()
+        pieces_of = self.tokenizer.pieces
+        counts = np.empty(len(texts), dtype=np.int64)  # [n] pieces per document
+        parts, group = [], []
+        for i, text in enumerate(texts):
+            pieces = pieces_of(text)
+            counts[i] = len(pieces)
+            group += pieces
+            if len(group) >= _GROUP:
+                parts.append(self.codes(group))
+                group = []
+        parts.append(self.codes(group))
+        codes = np.concatenate(parts) if len(parts) > 1 else parts[0]  # [P]
+        n = len(texts)
+        codes, rows = self.spell_out(codes, np.repeat(np.arange(n, dtype=np.int32), counts))  # [T] int32
+        # term-major keys, int32 where they fit (half the memory, sorted in 0.6x the time); a piece without
+        # a term (-1) gives a negative key, dropped
+        keys = codes.astype(np.int32 if len(self.vocab) * n <= np.iinfo(np.int32).max else np.int64) * n + rows
+        keys, tf = np.unique(keys[keys >= 0], return_counts=True)  # sorted by term, then row
+        rows = (keys % n).astype(np.int32)
+        lengths = np.bincount(rows, weights=tf, minlength=n).astype(np.int64)  # exact: integers far below 2**53
+        return (keys // n).astype(np.int32), rows, tf.astype(np.uint32), lengths
 
 
-def _impacts(weight: float, repeats: int, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
-    """[P] idf * tf / (tf + norm) * repeats in float64, in that order of operations: the bits of every run."""
-    tf = tf.astype(np.float64)
-    return weight * tf / (tf + norm) * repeats
+def _impacts(weight, repeats, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    """[P] idf * tf / (tf + norm) * repeats in float64, in that order of operations: the bits of every run.
+
+    ``weight`` and ``repeats`` a number or one per posting; ``norm`` the postings' own (a fresh gather, written
+    over): in place, two arrays instead of five (a sum and a product commute exactly; * 1 changes nothing).
+    """
+    impacts = tf.astype(np.float64)
+    norm += impacts  # tf + norm
+    impacts *= weight  # idf * tf
+    impacts /= norm
+    if np.any(np.asarray(repeats) != 1):
+        impacts *= repeats
+    return impacts
 
 
 def _accumulate(sums: np.ndarray, rows: np.ndarray, impacts: np.ndarray) -> np.ndarray:
@@ -153,6 +225,8 @@ class BM25Index:
         self.doc_ids, self.terms = doc_ids, vocab
         self.vocab = {t: i for i, t in enumerate(vocab)}
         self.indptr, self.docs, self.tf, self.lengths = indptr, docs, tf, lengths
+        # plain views of the (maybe memory-mapped) arrays for the search: slicing an np.memmap runs Python code
+        self._indptr, self._docs, self._tf = np.asarray(indptr), np.asarray(docs), np.asarray(tf)
         self.tokenizer, self.fields = tokenizer, list(fields)
         self._local = threading.local()  # each thread's scratch arrays for :meth:`top`
 
@@ -167,16 +241,14 @@ class BM25Index:
         when given, until the vocabulary is complete; then each is placed at its terms' offsets
         of the final arrays, in collection order, and dropped.
         """
-        tok = Tokenizer(tokenizer)
-        vocab: dict[str, int] = {}
-        memo: dict[str, int] = {}
+        terms_met = _Terms(Tokenizer(tokenizer))
         doc_ids: list[str] = []
         lengths: list[np.ndarray] = []
         parts: list = []  # per chunk: (terms, rows, tf) arrays or the .npy paths holding them
         first = 0
         for batch in _batches(items, chunk):
             doc_ids += [d for d, _ in batch]
-            terms, rows, tf, length = _chunk_postings(tok, vocab, memo, [t for _, t in batch])
+            terms, rows, tf, length = terms_met.postings([t for _, t in batch])
             lengths.append(length.astype(np.uint32))
             rows += first
             first += len(batch)
@@ -188,8 +260,8 @@ class BM25Index:
             else:
                 parts.append((terms, rows, tf))
         all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.uint32)
-        indptr, docs, tf = _merge(parts, len(vocab))
-        return cls(doc_ids, list(vocab), indptr, docs, tf, all_lengths, tokenizer, fields)
+        indptr, docs, tf = _merge(parts, len(terms_met.vocab))
+        return cls(doc_ids, list(terms_met.vocab), indptr, docs, tf, all_lengths, tokenizer, fields)
 
     @classmethod
     def from_corpus(cls, corpus, tokenizer: TokenizerParams, fields: list[str], chunk: int = CHUNK) -> BM25Index:
@@ -209,7 +281,7 @@ class BM25Index:
 
     def _span(self, term: int) -> tuple[int, int]:
         """Where term t's postings lie in ``docs`` and ``tf``."""
-        return int(self.indptr[term]), int(self.indptr[term + 1])
+        return int(self._indptr[term]), int(self._indptr[term + 1])
 
     def norms(self, stats: IndexStats, params: BM25Params) -> np.ndarray:
         """[N] k1 * (1 - b + b * |d| / avgdl), with the collection's avgdl (this index's or the global one)."""
@@ -224,17 +296,23 @@ class BM25Index:
         """
         if not plan:
             return np.zeros(0, np.int64), np.zeros(0)
-        row_parts, weight_parts = [], []
-        for term, weight, repeats in plan:
-            rows, impacts = self._postings(term, weight, repeats, norm)
-            row_parts.append(rows)
-            weight_parts.append(impacts)
-        rows = np.concatenate(row_parts) if len(row_parts) > 1 else row_parts[0]  # [P_q]
-        weights = np.concatenate(weight_parts) if len(weight_parts) > 1 else weight_parts[0]
+        if len(plan) == 1:
+            rows, weights = self._postings(*plan[0], norm)
+        else:  # every term's postings gathered at once, in plan order: a few NumPy calls a query, not a few a term
+            terms, idfs, repeats = zip(*plan)
+            terms = np.array(terms)
+            starts = self._indptr[terms]
+            lengths = self._indptr[terms + 1] - starts
+            ends = lengths.cumsum()
+            at = np.arange(ends[-1]) + (starts - (ends - lengths)).repeat(lengths)  # [P_q] positions in docs, tf
+            rows = self._docs[at]
+            # each posting's impact with the operations (and so the bits) of _impacts
+            weights = _impacts(np.array(idfs).repeat(lengths), np.array(repeats, np.float64).repeat(lengths),
+                               self._tf[at], norm[rows])
         n = len(self.doc_ids)
         if len(rows) * _DENSE_SHARE > n:
             dense = np.bincount(rows, weights, minlength=n)  # [N]
-            found = np.flatnonzero(dense)
+            found = (dense != 0).nonzero()[0]  # np.flatnonzero(dense), 4x faster on floats
             return found, dense[found]
         found, inverse = np.unique(rows, return_inverse=True)
         return found, np.bincount(inverse, weights, minlength=len(found))
@@ -242,14 +320,49 @@ class BM25Index:
     def _postings(self, term: int, weight: float, repeats: int, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, impacts) of one query term: every document holding it."""
         a, b = self._span(term)
-        rows = self.docs[a:b]
-        return rows, _impacts(weight, repeats, self.tf[a:b], norm[rows])
+        rows = self._docs[a:b]
+        return rows, _impacts(weight, repeats, self._tf[a:b], norm[rows])
 
     def top(self, plan: list[tuple[int, float, int]], norm: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) holding every document whose score reaches the ``depth``-th best (ties too), each
         with the bits :meth:`scores` gives it; other documents may come along (``top_k`` cuts them).
 
-        MaxScore (Turtle and Flood, 1995), term at a time: a term's impacts stay below its bound
+        Three ways, by the postings P the query reads (measured on MS MARCO-shaped collections of 1M and
+        8.8M passages at depths 100 and 1,000: lab notes, 2026-12-04, issue 55): P above a fifth of a
+        collection of at most 2M documents, one dense vector (:meth:`scores`); P of at least
+        max(16,384, 256 x depth), pruned (:meth:`_top`); otherwise every posting, summed term by term
+        into reused sums (:meth:`_summed`), which needs no array the size of the collection.
+        """
+        if not plan or depth < 1 or any(not weight > 0 for _, weight, _ in plan):
+            return self.scores(plan, norm)  # pruning needs positive impacts: a zero sum marks an unseen document
+        postings, n = sum(self.df(term) for term, _, _ in plan), len(self.doc_ids)
+        if postings * _DENSE_SHARE > n and n <= _DENSE_MAX:
+            return self.scores(plan, norm)
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            scratch = self._local.scratch = _Scratch(n)
+        try:
+            if postings < max(_PRUNE_FROM, _PRUNE_PER_DEPTH * depth):
+                return self._summed(scratch, plan, norm)  # too few postings to repay pruning's bookkeeping
+            return self._top(scratch, plan, norm, depth)
+        except BaseException:
+            self._local.scratch = None  # left part-written: the next query starts from fresh zeros
+            raise
+
+    def _summed(self, scratch: _Scratch, plan: list[tuple[int, float, int]],
+                norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`scores` term by term into the scratch sums (positive impacts: a sum still 0 marks a document
+        not met yet), in plan order: the same bits, without a temporary array the size of the collection."""
+        found = [_accumulate(scratch.exact, *self._postings(term, weight, repeats, norm))
+                 for term, weight, repeats in plan]
+        candidates = np.concatenate(found) if len(found) > 1 else found[0]
+        values = scratch.exact[candidates]
+        scratch.exact[candidates] = 0
+        return candidates, values
+
+    def _top(self, scratch: _Scratch, plan: list[tuple[int, float, int]], norm: np.ndarray,
+             depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """MaxScore (Turtle and Flood, 1995), term at a time: a term's impacts stay below its bound
         idf * repeats, as tf / (tf + norm) < 1. Terms are scored whole from the rarest up, into
         partial sums, until the bounds of the terms left sum below theta, the ``depth``-th best
         partial sum: a document no scored term holds cannot reach the cut, nor one whose partial
@@ -257,21 +370,6 @@ class BM25Index:
         (the order :meth:`scores` adds in), the terms left read only at those documents. Each test
         keeps a relative margin (``_SLACK``) far above the rounding of sums taken in another order.
         """
-        if not plan or depth < 1 or any(not weight > 0 for _, weight, _ in plan):
-            return self.scores(plan, norm)  # pruning needs positive impacts: a zero sum marks an unseen document
-        if sum(self.df(term) for term, _, _ in plan) < max(_PRUNE_FROM, _PRUNE_PER_DEPTH * depth):
-            return self.scores(plan, norm)  # too few postings to repay the bookkeeping
-        scratch = getattr(self._local, "scratch", None)
-        if scratch is None:
-            scratch = self._local.scratch = _Scratch(len(self.doc_ids))
-        try:
-            return self._top(scratch, plan, norm, depth)
-        except BaseException:
-            self._local.scratch = None  # left part-written: the next query starts from fresh zeros
-            raise
-
-    def _top(self, scratch: _Scratch, plan: list[tuple[int, float, int]], norm: np.ndarray,
-             depth: int) -> tuple[np.ndarray, np.ndarray]:
         lengths = [self.df(term) for term, _, _ in plan]
         order = sorted(range(len(plan)), key=lambda i: (lengths[i], i))  # rarest first: the highest bounds
         bounds = [plan[i][1] * plan[i][2] for i in order]
@@ -306,10 +404,10 @@ class BM25Index:
                     rows, impacts = rows[hit], impacts[hit]
                 else:  # a term left: its postings read at the candidates only
                     a, b = self._span(term)
-                    all_rows = self.docs[a:b]
+                    all_rows = self._docs[a:b]
                     hit = np.flatnonzero(scratch.chosen[all_rows])
                     rows = all_rows[hit]
-                    impacts = _impacts(weight, repeats, self.tf[a:b][hit], norm[rows])
+                    impacts = _impacts(weight, repeats, self._tf[a:b][hit], norm[rows])
                 _accumulate(scratch.exact, rows, impacts)
             scratch.chosen[candidates] = False
         values = scratch.exact[candidates]
@@ -426,7 +524,8 @@ def _merge(parts: list, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     del counts
     total = int(indptr[-1])
     docs = np.empty(total, dtype=np.int32)
-    tf_out = np.empty(total, dtype=np.uint16 if max_tf <= np.iinfo(np.uint16).max else np.uint32)
+    # the narrowest that holds every term frequency: uint8 in passages and abstracts (1 byte a posting less)
+    tf_out = np.empty(total, dtype=next(t for t in (np.uint8, np.uint16, np.uint32) if max_tf <= np.iinfo(t).max))
     cursor = indptr[:-1].copy()  # [V] where each term's next posting goes
     for i in range(len(parts)):
         terms, rows, tf = arrays(parts[i])
