@@ -224,7 +224,9 @@ def test_memory_does_not_grow_with_the_permutations(monkeypatch):
     # (the one-pass arrays would be 2 x 8 bytes x 400,000 = 6.4 MB, against about 1.5 MB of histograms).
     monkeypatch.setattr(stats, "_BUFFER", 1024, raising=False)
     monkeypatch.setattr(stats, "_CHUNK", 4096)
-    small, large = _peak_bytes(40_000), _peak_bytes(400_000)
+    # tracemalloc counts every thread's allocations (the suite's background pipeline threads too): each peak is
+    # the least of three, so another thread's transient allocation does not pass for this one's
+    small, large = (min(_peak_bytes(p) for _ in range(3)) for p in (40_000, 400_000))
     assert large < 1.1 * small + 100_000, (small, large)
 
 
