@@ -142,6 +142,7 @@ class Revision:
     def __init__(self, repo: str, rev: str | None):
         self.repo, self.rev = repo, rev
         self._dvc_outs: set[str] | None = None
+        self._dvc_fs = None  # one DVC file system per revision: opening the repository is most of a read's cost
 
     @property
     def label(self) -> str:
@@ -216,10 +217,13 @@ class Revision:
         text = self._git_read(path)
         if text is not None or path not in self.dvc_outs():
             return text
-        import dvc.api
-
         try:
-            return dvc.api.read(path, repo=self.repo, rev=self.rev, mode="r", encoding="utf-8")
+            if self._dvc_fs is None:
+                from dvc.api import DVCFileSystem
+
+                self._dvc_fs = DVCFileSystem(self.repo, rev=self.rev)
+            with self._dvc_fs.open(path, mode="rb") as fh:
+                return fh.read().decode("utf-8")
         except Exception:  # noqa: BLE001  not in the cache nor pushed: the report says "missing"
             return None
 
