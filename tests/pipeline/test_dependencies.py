@@ -15,6 +15,7 @@ exit code) is not a stage's code either.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import shlex
 import shutil
@@ -35,6 +36,7 @@ DISPATCH = {("retrieve", "--retriever"): retrievers.modules_of, ("index", "--ret
             ("fuse", "--method"): lambda name: [fusion.module_of(name)]}
 
 
+@functools.cache  # each module parsed once for all ~40 stages
 def module_file(name: str) -> Path | None:
     path = SRC.joinpath(*name.split("."))
     if (path / "__init__.py").is_file():
@@ -42,6 +44,7 @@ def module_file(name: str) -> Path | None:
     return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
 
 
+@functools.cache  # each module parsed once for all ~40 stages
 def _imports(name: str) -> set[str]:
     """Modules of the package that ``name`` imports anywhere in its source."""
     path = module_file(name)
@@ -61,6 +64,7 @@ def _imports(name: str) -> set[str]:
     return {m for m in found if m.split(".")[0] == PACKAGE and module_file(m) is not None}
 
 
+@functools.cache  # each module parsed once for all ~40 stages
 def _data_files(name: str) -> set[Path]:
     """Package data ``name`` reads: string constants that name a non-Python file beside it."""
     path = module_file(name)
@@ -99,6 +103,7 @@ def _literal(node: ast.expr) -> bool:
     return True
 
 
+@functools.cache  # each module parsed once for all ~40 stages
 def _inert(path: Path) -> bool:
     """A package __init__ with only a docstring, future imports and literal assignments, or the package
     root's PEP 562 table of lazy names (``import importlib``, ``__getattr__``, ``__dir__``): no stage
