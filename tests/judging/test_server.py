@@ -140,9 +140,11 @@ def test_two_tabs_writing_at_once_lose_nothing(served):
     assert sorted(r.label for r in rows) == [1] * 12 + [2] * 12
 
 
-def _start_cli(tmp_path: Path) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "retrieval_lab.cli", "judge", "--pool", "pool.tsv", "--db",
-                                "j.sqlite"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _start_cli(tmp_path: Path, sigint_ignored: bool = False) -> tuple[subprocess.Popen, str]:
+    argv = [sys.executable, "-m", "retrieval_lab.cli", "judge", "--pool", "pool.tsv", "--db", "j.sqlite"]
+    if sigint_ignored:  # as a shell script's background job (`... &`) starts it: SIGINT ignored, through exec
+        argv = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv]
+    process = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stdout:
         if line.startswith("open "):
             return process, line.split()[1]
@@ -172,6 +174,20 @@ def test_a_sigkill_loses_no_saved_label_and_the_assessor_resumes(tmp_path):
         process.kill()
     assert (view["item"]["query_id"], view["item"]["doc_id"]) == PAIRS[3]  # where alice stopped
     assert view["progress"] == {"total": 6, "labelled": 3, "skipped": 0, "left": 3}
+
+
+def test_sigint_stops_the_server_even_when_it_started_ignored(tmp_path):
+    # Python installs no Ctrl-C handler when SIGINT comes in ignored: the server installs its own
+    write_tiny_pool(tmp_path / "pool.tsv")
+    process, url = _start_cli(tmp_path, sigint_ignored=True)
+    try:
+        Assessor(url, "alice").label(PAIRS[0], 1)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert "judge: stopped" in process.stdout.read()
+    finally:
+        process.kill()
+    assert [r.pair for r in open_store(tmp_path / "j.sqlite").rows()] == PAIRS[:1]
 
 
 def test_the_export_keeps_existing_qrels_refuses_conflicts_and_says_who_judged(tmp_path, monkeypatch, capsys):

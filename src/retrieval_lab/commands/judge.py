@@ -108,7 +108,10 @@ def _serve(session, host: str, port: int) -> int:
     def stop(signum, frame):
         raise KeyboardInterrupt
 
+    # SIGINT too: a shell script's background job (`retrieval-lab judge ... &`) inherits SIGINT ignored, and
+    # Python then installs no Ctrl-C handler of its own; `kill -INT` must still stop the server cleanly
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     labelled = len(session.store.state().labels)
     print(f"judge: {len(session.pool.items)} pairs of {len(session.pool.queries)} queries from {session.pool.source}; "
           f"judgments in {session.store.path} ({labelled} labels so far)")
