@@ -49,10 +49,13 @@ NOT_REPEATED_VARIANTS = ("random", "temperature")
 # They run at lower priorities, so that they use what the first run and the other tests leave idle.
 # Whatever ends last runs alone: the second run must keep one thread (its bytes are compared with the
 # first run's), so it goes before the encode, which may use every core and so leaves none idle at the
-# end (on one thread it ran alone for the suite's last 100 s with one of the 2 cores idle).
+# end (on one thread it ran alone for the suite's last 100 s with one of the 2 cores idle). The encode
+# runs as one single-threaded Dask worker per core (`dense.shards`), not one process of several OpenMP
+# threads: at the lowest priority a thread of those waited at every parallel region for its sibling,
+# starved on a core the other tests held, and left the free core idle meanwhile.
 LOW_PRIORITY = ["nice", "-n", "10"]
 LOWEST_PRIORITY = ["nice", "-n", "19"]
-ENCODE_THREADS = str(os.cpu_count() or 1)
+ENCODE_SHARDS = os.cpu_count() or 1
 
 _running: set[subprocess.Popen] = set()
 _running_lock = threading.Lock()
@@ -309,11 +312,13 @@ def second_run_killed_and_recovered(repo: Path, graph: dict) -> KilledRun:
 
 
 def encode_in_background(dataset: Path, output: Path) -> Path:
-    """``retrieval-lab encode`` of ``dataset`` with the base model into ``output``, at the lowest priority
-    on every core (bf16 where the CPU computes it natively, as ``dense.bf16: true`` does); returns ``output``."""
+    """``retrieval-lab encode`` of ``dataset`` with the base model into ``output``, at the lowest priority, one
+    one-thread shard per core (bf16 where the CPU computes it natively, as ``dense.bf16: true`` does); returns
+    ``output``."""
     from retrieval_lab.encoder import native_bf16
 
     precision = ["--set", "dense.bf16=true"] if native_bf16() else []
-    sh([*LOWEST_PRIORITY, "retrieval-lab", "encode", "--dataset", str(dataset), "--output", str(output), *precision],
-       REPO, extra_env={"OMP_NUM_THREADS": ENCODE_THREADS})
+    shards = ["--set", f"dense.shards={ENCODE_SHARDS}"] if ENCODE_SHARDS > 1 else []
+    sh([*LOWEST_PRIORITY, "retrieval-lab", "encode", "--dataset", str(dataset), "--output", str(output), *precision,
+        *shards], REPO, extra_env={"OMP_NUM_THREADS": "1"})
     return output

@@ -158,3 +158,13 @@ def test_an_empty_document_encodes_to_a_finite_unit_vector(enc):
     # empty documents are kept (core.data): the dense retriever must rank them like any other
     out = enc.encode(["", "   ", "Cells make ATP."], batch_size=2, max_length=256)
     assert np.isfinite(out).all() and np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_dask_workers_encode_keeps_freed_memory(enc, monkeypatch):
+    # a Dask worker runs no command's main (which calls it): its task must, or SciFact on 2 workers spent
+    # 98 s in the kernel faulting each batch's activations in again
+    calls = []
+    monkeypatch.setattr("retrieval_lab.core.memory.keep_freed_memory", lambda: calls.append("keep") or True)
+    monkeypatch.setitem(E._WORKER_MODELS, (str(LOCK), "cpu"), enc)  # this worker loaded the model already
+    rows, cut = E.encode_part(str(LOCK), None, ["first text", LONG], DenseParams(device="cpu", max_seq_length=16))
+    assert calls == ["keep"] and rows.shape == (2, enc.dim) and cut == 1

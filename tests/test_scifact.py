@@ -6,8 +6,9 @@ pipeline uses. On a CPU with native bf16 (AVX512-BF16 or AMX) it encodes in bf16
 ``dense.bf16: true`` does, which halves the time; MTEB's figures hold in both precisions within
 the same tolerance (measured: fp32 0.6451; bf16 0.6471 with AMX). The encode (about 250 s of
 CPU, the suite's largest job) starts in the background before the first test, at the lowest
-priority on every core beside the pipeline runs, so it ends last and leaves no core idle
-(``conftest.py``, ``pipeline_fixtures.py``). Nothing is cached outside the
+priority, as the sharded encode (``dense.shards``: one one-thread Dask worker per core, the product's
+own path past one process; bf16 on AMD Zen 4: 0.6457 either way), so it ends last and leaves no core
+idle (``conftest.py``, ``pipeline_fixtures.py``). Nothing is cached outside the
 test's temporary folder. Skipped, with the reason, only when ../shared is absent.
 """
 
