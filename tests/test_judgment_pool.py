@@ -174,3 +174,16 @@ def test_a_label_file_naming_a_column_twice_is_refused(tmp_path):
     path.write_text("query_id\tdoc_id\tscore\tscore\nq1\td1\t0\t1\n")
     with pytest.raises(InputError, match=r"labelled.tsv:1 field 'score': column 'score' twice \(columns 3 and 4\)"):
         read_labels(path)
+
+
+def test_merge_takes_its_label_range_from_params_as_judge_does(tmp_path, capsys):
+    # the range had its own defaults (0..2) in the command; judge.min_label/max_label is the one default
+    labelled = tmp_path / "labelled.tsv"
+    labelled.write_text("query_id\tdoc_id\tscore\nq1\td1\t2\nq1\td2\t0\n")
+    out = ["--output", str(tmp_path / "qrels.tsv")]
+    (tmp_path / "params.yaml").write_text("judge:\n  max_label: 1\n")
+    assert run_command("pool", ["--merge", str(labelled), "--params", str(tmp_path / "params.yaml"), *out]) == 2
+    assert "labelled.tsv:2 field 'score'" in capsys.readouterr().err and not (tmp_path / "qrels.tsv").exists()
+    assert run_command("pool", ["--merge", str(labelled), "--set", "judge.max_label=1", *out]) == 2
+    assert run_command("pool", ["--merge", str(labelled), "--set", "judge.max_label=1", "--max-label", "2", *out]) == 0
+    assert (tmp_path / "qrels.tsv").read_text() == "query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n"

@@ -132,18 +132,26 @@ def test_a_second_clean_run_killed_midway_gives_identical_bytes(built_pipeline, 
 
     assert KILLED_STAGE in ran_stages(second.recovery_log)
     assert second.temporaries_after == [], "the recovery left the killed run's temporary"
-    # the second run makes every kind of stage (each foreach group, both training sides) ...
+    # the second run makes every kind of stage but compare (each foreach group; training on the query side) ...
     kinds = {name.partition("@")[0] for name in stage_graph(built_pipeline.repo)}
-    assert {name.partition("@")[0] for name in second.stages} == kinds
-    assert {"train@hard", "train@query"} <= set(second.stages)
+    assert {name.partition("@")[0] for name in second.stages} == kinds - {"compare"}
+    assert "train@query" in second.stages and "mine@hard" in second.stages
     # ... and every output it made has the first run's bytes
     first, again = built_pipeline.hashes, second.build.hashes
-    assert len(again) >= 0.7 * len(first) and again.keys() <= first.keys()
+    assert len(again) >= 0.55 * len(first) and again.keys() <= first.keys()  # 61 of the 101 outputs
     differ = [p for p in again if first[p] != again[p]]  # metrics JSONs and compare's files too: no wall time
     assert sorted(differ) == [], "outputs whose bytes differ between two runs"
     assert second.build.uncached, "the second run wrote no dvclive file"
     for live, data in second.build.uncached.items():  # not cached by DVC: compared here
         assert built_pipeline.uncached.get(live) == data, live
+
+
+def test_compare_rerun_gives_the_same_bytes(built):
+    """compare, which the second clean run leaves out (it reads dense-ft-hard's metrics), forced to run again
+    in its own process: its JSON, Markdown and page are the first run's bytes (the sign flips are seeded)."""
+    before = lock_hashes(built)
+    assert ran_stages(sh(["dvc", "repro", "--force", "--single-item", "compare"], built).stdout) == {"compare"}
+    assert lock_hashes(built) == before
 
 
 def test_a_module_edit_is_seen_by_exactly_the_stages_that_run_it(built):
@@ -200,7 +208,7 @@ def test_a_training_value_changed_and_back_is_restored_from_the_run_cache(built)
     a value back restores what that value made instead of training again (25 minutes on SciFact)."""
     stage, before = "train@query", lock_hashes(built)
     params = yaml.safe_load((built / "params.yaml").read_text())
-    params["train"]["variants"]["query"]["epochs"] = 1  # one epoch: the cheapest training that differs
+    params["train"]["max_steps"] = 1  # one step: the cheapest training that differs (only train@query is rerun)
     (built / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert ran_stages(sh(["dvc", "repro", stage], built).stdout) == {stage}
     sh(["git", "checkout", "params.yaml"], built)

@@ -6,11 +6,11 @@ import argparse
 
 from ..core.guard import FILE, FOLDER, Paths
 from ..core.kinds import POOL, QRELS
+from ..core.params_cli import add_params_args, params_of
 
 HELP = "pool the top K of several runs for judging (--runs), or merge a labelled pool into qrels (--merge)"
 PATHS = Paths(inputs={"--runs": FILE, "--merge": FILE, "--dataset": FOLDER, "--qrels": FILE},
               outputs={"--output": FILE}, kinds={"--output": lambda args: QRELS if args.merge else POOL})
-
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +22,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--depth", type=int, help="documents per run and query to pool (with --runs)")
     parser.add_argument("--qrels", help="existing judgments: skipped when pooling, kept when merging")
     parser.add_argument("--output", required=True, help="pool tsv (--runs) or merged BEIR qrels tsv (--merge)")
-    parser.add_argument("--min-label", type=int, default=0, help="smallest valid label (default 0)")
-    parser.add_argument("--max-label", type=int, default=2, help="largest valid label (default 2)")
+    parser.add_argument("--min-label", type=int, help="smallest valid label (default judge.min_label)")
+    parser.add_argument("--max-label", type=int, help="largest valid label (default judge.max_label)")
+    add_params_args(parser)
 
 
 def _load_corpus_and_queries(path: str):
@@ -65,8 +66,11 @@ def _merge(args: argparse.Namespace) -> int:
     from ..core.data import read_qrels, write_qrels
     from ..judgment_pool import merge, read_labels
 
+    judge = params_of(args).judge  # the label range judge uses too: one default, in params.yaml
+    low = judge.min_label if args.min_label is None else args.min_label
+    high = judge.max_label if args.max_label is None else args.max_label
     queries, corpus = _load_corpus_and_queries(args.dataset) if args.dataset else (None, None)
-    labels = read_labels(args.merge, args.min_label, args.max_label, queries, corpus)
+    labels = read_labels(args.merge, low, high, queries, corpus)
     existing = read_qrels(args.qrels) if args.qrels else {}
     merged, report = merge(existing, labels, args.merge)
     write_qrels(args.output, merged)
