@@ -332,5 +332,38 @@ def test_finetune_peers_section(report):
     assert _rows(md, "st-mnrl")[0][1:] == ["ours-hard", "nDCG@10", "all (300)", "+0.0075", "[-0.0200, +0.0350]",
                                            "no significant difference"]
     assert _rows(md, "ours-hard")[-1][1:] == ["st-mnrl", "-0.0075", "[-0.0350, +0.0200]", "0.80x",
-                                              "quality no, time yes", "**no**"]
+                                              "quality no, time yes", "not judged (partial)"]
     assert "missing ours-hard seed 44" in md and "Not run" not in md.split("## Fine-tuning")[1].split("## ")[0]
+
+
+def _peers(contenders: list[str], seeds: list[int]) -> dict:
+    from retrieval_lab.comparison import compare_family, family_of
+
+    ours, peer = {"q1": 0.5, "q2": 0.7, "q3": 0.2}, {"q1": 0.6, "q2": 0.7, "q3": 0.4}
+    judged = compare_family([(ours, peer)], 0.95, 200, 5)
+    row = judged[0].to_json()
+    cell = {"mean": 0.5, "sd": None}
+    return {"machine": MACHINE, "overrides": ["train.epochs=3"], "rows": [
+        {"contender": c, "seed": s} for s in seeds for c in contenders], "finished": True, "strata": {"all": 3},
+        "st": {"batch": 8, "lr": 5e-5, "epochs": 3, "tuned_lrs": [1e-5, 2e-5]},
+        "summary": [{"contender": c, "seeds": seeds, "seconds": 100.0, "peak_mb": 900.0, "nDCG@10 all": cell,
+                     "R@100 all": cell} for c in contenders],
+        "comparisons": [{"ours": "ours-hard", "peer": "st-mnrl", "measure": "nDCG@10", "stratum": "all",
+                         "queries": 3, **row}],
+        "family": family_of(judged, 0.95, 200, 5).to_json(),
+        "goals": [{"ours": "ours-hard", "best_peer": "st-mnrl", "difference": -row["mean_difference"],
+                   "low": -row["ci_high"], "high": -row["ci_low"], "time_ratio": 0.5, "quality_met": True,
+                   "time_met": True, "met": True}]}
+
+
+def test_a_partial_peers_bench_never_judges_the_goal():
+    # the goal is ours against the best of all five contenders over 3 seeds: two contenders and one seed
+    # (what fits in a session) are shown, and the goal is marked not judged even where the pair would meet it
+    md = "\n".join(benchmarks.peers_lines(_peers(["ours-hard", "st-mnrl"], [42]), "bench-results"))
+    assert ("**Partial**: 2 of the 5 contenders, 1 of 3 seeds; not run: ours-query, st-cmnrl, st-mnrl-tuned. "
+            "The goal below is **not judged**") in md
+    assert _rows(md, "ours-hard", "st-mnrl")[0][-1] == "not judged (partial)"
+    full = "\n".join(benchmarks.peers_lines(_peers(list(benchmarks.PEER_NAMES), [42, 43, 44]), "bench-results"))
+    assert "Partial" not in full and _rows(full, "ours-hard", "st-mnrl")[0][-1] == "yes"
+    one_seed = "\n".join(benchmarks.peers_lines(_peers(list(benchmarks.PEER_NAMES), [42]), "bench-results"))
+    assert "**Partial**: 5 of the 5 contenders, 1 of 3 seeds. The goal" in one_seed
