@@ -16,6 +16,10 @@ plus ``--set``), and its final embeddings are made as the stage makes them (`den
   little memory) at batch 128, mini-batches of 32.
 - **st-mnrl-tuned**: st-mnrl with the learning rate chosen on validation too: the runs at
   ``--tuned-lrs`` (each keeping its best epoch), the best of them kept; its time is all of them.
+- **st-backend**: the product's ``train@hard`` with ``train.backend: sentence-transformers``
+  (:mod:`retrieval_lab.training.st_trainer`) at st-mnrl's settings (batch, lr, epochs as ``--st-*``,
+  linear decay, no warmup, no weight decay, clipping at 1.0): what a user of the pipeline gets from that
+  choice, compared as a peer.
 
 Each (contender, seed) runs in a fresh process, which never opens the test qrels (`prepare` keeps
 them apart, in the held-out folder): it writes a run of every query at depth 100. The test qrels are read once, here, after all of them. Reported: test nDCG@10
@@ -62,10 +66,21 @@ OURS = ("ours-hard", "ours-query")
 # ----------------------------------------------------------------------------- one contender, one seed
 
 
-def _params(args: dict, seed: int):
+# st-backend: sentence-transformers' trainer behind our train stage, at its documented defaults (ST_DEFAULTS)
+ST_BACKEND = ["train.backend=sentence-transformers", "train.schedule=linear", "train.warmup_ratio=0",
+              "train.weight_decay=0", "train.max_grad_norm=1.0"]
+
+
+def _params(args: dict, seed: int, extra: list[str] = ()):
     from retrieval_lab.core.params_file import load_params
 
-    return load_params(args["params"], [*args["overrides"], f"train.seed={seed}"])
+    return load_params(args["params"], [*args["overrides"], *extra, f"train.seed={seed}"])
+
+
+def _st_backend(args: dict) -> list[str]:
+    """st-backend's settings after the bench's overrides (a max_steps there still bounds it)."""
+    return [*ST_BACKEND, f"train.batch_size={args['st_batch']}", f"train.lr={args['st_lr']}",
+            f"train.epochs={args['st_epochs']}"]
 
 
 def _write_run(encoder_or_embeddings, path: Path) -> None:
@@ -82,9 +97,9 @@ def ours(args: dict, name: str, seed: int) -> dict:
     from retrieval_lab.encoder import load_embeddings
     from retrieval_lab.training import run_training
 
-    params = _params(args, seed)
+    params = _params(args, seed, _st_backend(args) if name == "st-backend" else [])
     out = Path(args["workdir"]) / f"{name}-s{seed}"
-    variant = name.removeprefix("ours-")
+    variant = "hard" if name == "st-backend" else name.removeprefix("ours-")
     base = _bench.reset_peak()
     started = time.perf_counter()
     result = run_training(params, args["dataset"], args["negatives"], variant, out / "model", out / "embeddings",
@@ -207,10 +222,10 @@ def st(args: dict, name: str, seed: int) -> dict:
 
 
 def contend(args: dict, name: str, seed: int) -> dict:
-    return ours(args, name, seed) if name in OURS else st(args, name, seed)
+    return ours(args, name, seed) if name in OURS or name == "st-backend" else st(args, name, seed)
 
 
-CONTENDERS = [*OURS, "st-mnrl", "st-cmnrl", "st-mnrl-tuned"]
+CONTENDERS = [*OURS, "st-mnrl", "st-cmnrl", "st-mnrl-tuned", "st-backend"]
 
 
 # ----------------------------------------------------------------------------- the test, read once
@@ -245,6 +260,9 @@ def score(dataset_dir: str, test_qrels: str, rows: list[dict], family_level: flo
                         **{f"{m} {s}": _spread([r["test"][s][m] for r in mine]) for s in strata for m in MEASURES}})
     pairs = [(o, p, m, s) for o in OURS if o in per_query for p in per_query if p not in OURS
              for m in MEASURES for s in strata]
+    if not pairs:  # a run of peers alone: their figures, nothing paired
+        return {"strata": {s: len(q) for s, q in strata.items()}, "summary": summary, "comparisons": [],
+                "family": None, "goals": []}
     judged = compare_family([({q: per_query[o][m][q] for q in strata[s]}, {q: per_query[p][m][q] for q in strata[s]})
                              for o, p, m, s in pairs], family_level, permutations, seed)
     comparisons = [{"ours": o, "peer": p, "measure": m, "stratum": s, "queries": len(strata[s]), **row.to_json()}

@@ -228,3 +228,15 @@ def test_mine_source_chooses_the_run_that_is_mined(pipeline_copy):
     cmd, deps = resolved_stages(pipeline_copy)["mine@random"]
     assert "--run runs/support/bm25.trec" in cmd and "runs/support/bm25.trec" in deps
     assert not any("dense" in dep for dep in deps)
+
+
+def test_the_train_stage_declares_every_train_param():
+    """Every ``train.*`` field reaches training (the fingerprint holds them all): each one is a param of the
+    stage, or changing it would leave a stale model (train.validate_candidates and train.backend once were not)."""
+    import dataclasses
+
+    from retrieval_lab.core.params import TrainParams
+
+    declared = set(yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["train"]["do"]["params"])
+    fields = {f"train.{f.name}" for f in dataclasses.fields(TrainParams) if f.name != "variants"}
+    assert sorted(fields - declared) == [] and "train.variants.${key}" in declared

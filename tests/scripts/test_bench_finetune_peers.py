@@ -34,16 +34,22 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
             "params": str(REPO / "params.yaml"), "overrides": TINY, "workdir": str(tmp_path / "work"),
             "st_epochs": 1, "st_batch": 16, "st_lr": 5e-5, "tuned_lrs": [1e-5, 5e-5]}
     rows = [bench.contend(args, name, 42) for name in bench.CONTENDERS]
-    # one step each: 6 claims x 2 positives = 12 rows, one batch of 16 (128 for the cached loss); ours max_steps 1
-    assert [r["steps"] for r in rows] == [1, 1, 1, 1, 2]
-    for row in rows[2:]:  # validated before training (epoch 0) and after its one epoch; the best kept
+    # one step each: 6 claims x 2 positives = 12 rows, one batch of 16 (128 for the cached loss); ours and the
+    # sentence-transformers backend behind our stage: max_steps 1
+    assert [r["steps"] for r in rows] == [1, 1, 1, 1, 2, 1]
+    backend = rows[5]
+    assert backend["contender"] == "st-backend" and [v["step"] for v in backend["validation"]] == [0, 1]
+    report = (tmp_path / "work" / "st-backend-s42" / "model" / "training.json").read_text()
+    assert '"backend": "sentence-transformers"' in report and '"lr": 5e-05' in report
+    for row in rows[2:5]:  # validated before training (epoch 0) and after its one epoch; the best kept
         for tried in row["tried"]:
             assert [c["epoch"] for c in tried["curve"]] == [0, 1]
             assert tried["value"] == max(c["nDCG@10"] for c in tried["curve"])
     tuned = rows[4]
     assert tuned["selected"]["lr"] == max(tuned["tried"], key=lambda t: t["value"])["lr"]
     # the base model's validation is the same number for every contender (the same validator, same weights)
-    firsts = {rows[0]["validation"][0]["nDCG@10"], *(t["curve"][0]["nDCG@10"] for r in rows[2:] for t in r["tried"])}
+    firsts = {rows[0]["validation"][0]["nDCG@10"], backend["validation"][0]["nDCG@10"],
+              *(t["curve"][0]["nDCG@10"] for r in rows[2:5] for t in r["tried"])}
     assert len(firsts) == 1
     result = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), rows, 0.95, 200, 5)
     assert result["strata"] == {"all": 2, "unseen": 2}  # the toy's test claims cite no training positive
@@ -54,15 +60,18 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
         values = pytrec_eval.RelevanceEvaluator(test, {"ndcg_cut"}).evaluate(run)
         expected = sum(v["ndcg_cut_10"] for v in values.values()) / len(test)
         assert row["test"]["all"]["nDCG@10"] == pytest.approx(expected, abs=1e-9)
-    # the family: 2 of ours x 3 peers x 2 measures x 2 strata, comparisons of identical values counted once (one
+    # the family: 2 of ours x 4 peers x 2 measures x 2 strata, comparisons of identical values counted once (one
     # training step moves few rankings on this fixture, so many are the same test); peer - ours of the seed means
     distinct = {(c["mean_difference"], c["ci_low"], c["ci_high"], c["queries"]) for c in result["comparisons"]}
-    assert len(result["comparisons"]) == 24 and result["family"]["family_size"] == len(distinct)
+    assert len(result["comparisons"]) == 32 and result["family"]["family_size"] == len(distinct)
     means = {r["contender"]: r["nDCG@10 all"]["mean"] for r in result["summary"]}
     for c in result["comparisons"]:
         if c["measure"] == "nDCG@10" and c["stratum"] == "all":
             assert c["mean_difference"] == pytest.approx(means[c["peer"]] - means[c["ours"]], abs=1e-12)
     assert {g["ours"] for g in result["goals"]} == {"ours-hard", "ours-query"}
+    alone = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), rows[5:], 0.95, 200, 5)
+    assert alone["comparisons"] == [] and alone["family"] is None
+    assert alone["summary"][0]["nDCG@10 all"]["mean"] == rows[5]["test"]["all"]["nDCG@10"]
 
 
 def test_the_default_overrides_are_the_documented_quality_command(bench):

@@ -307,6 +307,9 @@ class TrainParams(Section):
     select_measure: str = param("nDCG@10", MEASURE_NAME)  # what best means; one of evaluate.measures
     # stop after this many validations without improvement (null: never)
     patience: int | None = param(None, POSITIVE)
+    # the trainer: retrieval-lab (training/loop.py) | sentence-transformers (SentenceTransformerTrainer with
+    # MultipleNegativesRankingLoss, training/st_trainer.py; both sides, one process): training/spec.py BACKENDS
+    backend: str = param("retrieval-lab", rules.matches(rules.NAME, "a trainer name (training/spec.py BACKENDS)"))
     # a name in the losses registry (src/retrieval_lab/losses)
     loss: str = param("multi_positive_nce", rules.matches(rules.NAME, "a loss name (the losses registry lists them)"))
     base: str = param("dense", RUN_NAME)  # the model fine-tuned: a name under dense.models

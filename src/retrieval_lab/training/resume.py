@@ -29,6 +29,9 @@ def check_resume(load_encoder: Callable[[], object], data: TrainingData, spec: T
     Checks: same step count, same data order, identical loss sequences, parameters
     bitwise equal (max abs diff 0; required on CPU, reported on CUDA).
     """
+    if spec.train.backend != "retrieval-lab":
+        raise InputError(f"check-resume checks the retrieval-lab backend's checkpoints; train.backend "
+                         f"{spec.train.backend!r} has none", field="train.backend")
     total = spec.train.max_steps
     if total is None or not 0 < stop_after < total:
         raise InputError(f"need 0 < stop_after ({stop_after}) < max_steps ({total})", field="--stop-after")

@@ -9,6 +9,9 @@ from ..core.errors import InputError
 from ..core.params import TrainParams, TrainVariant
 from ..losses import LossFn, get_loss
 
+# train.backend -> the module of this package whose ``fine_tune(encoder, data, spec, options)`` trains
+BACKENDS = {"retrieval-lab": "loop", "sentence-transformers": "st_trainer"}
+
 
 @dataclass(frozen=True)
 class TrainSpec:
@@ -35,12 +38,23 @@ class TrainSpec:
         if variant.epochs is not None:
             changes = {"epochs": variant.epochs, **changes}
         resolved = dataclasses.replace(train, **changes) if changes else train
+        if resolved.backend not in BACKENDS:
+            raise InputError(f"unknown train.backend {resolved.backend!r} (choices: {', '.join(BACKENDS)})",
+                             field="train.backend")
         return cls(name, variant, resolved, get_loss(resolved.loss))
 
     def changed(self, **changes) -> TrainSpec:
         """This run with some ``train.*`` fields set otherwise."""
         train = dataclasses.replace(self.train, **changes)
         return dataclasses.replace(self, train=train, loss=get_loss(train.loss))
+
+    @property
+    def fine_tune(self):
+        """The ``fine_tune`` of ``train.backend`` (imported on first use: the sentence-transformers one pulls in
+        transformers' Trainer)."""
+        import importlib
+
+        return importlib.import_module(f".{BACKENDS[self.train.backend]}", __package__).fine_tune
 
     @property
     def temperature(self) -> float:

@@ -11,9 +11,10 @@ from ..core.data import Dataset
 from ..core.errors import InputError
 from ..core.params import Params, base_model
 from ..distributed import end_distributed, init_distributed
+from . import st_trainer
 from .checkpoint import default_checkpoint, fingerprint, weights_digest
 from .data import check_negatives_strategy, training_data, with_frozen_documents
-from .loop import LoopOptions, TrainResult, fine_tune
+from .loop import LoopOptions, TrainResult
 from .spec import TrainSpec
 from .validation import Candidates, EncodedDocuments, dense_means
 
@@ -66,6 +67,8 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
 
     spec = TrainSpec.from_params(params.train, variant_name)  # an unknown variant or loss fails here, first
     train = spec.train
+    if train.backend == st_trainer.NAME:
+        st_trainer.refuse_unsupported(spec, stop_after, resume)
     frozen = None
     if spec.query_side:
         if base_embeddings is None:
@@ -74,6 +77,8 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
         frozen = load_embeddings(base_embeddings)
     check_negatives_strategy(negatives, spec)
     dist_info, device = init_distributed(params.dense.device)
+    if train.backend == st_trainer.NAME:
+        st_trainer.refuse_processes(dist_info.world)
     dataset = load_dataset(dataset_dir)
     fields = list(params.retrieve.fields)
     note = empty_documents_note(dataset.corpus, fields, "an empty positive trains on an empty text")
@@ -107,7 +112,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     options = LoopOptions(fp, stop_after=stop_after, resume=resume, checkpoint=checkpoint,
                           validate=validator(dataset, fields, params, frozen, encoded), dist_info=dist_info,
                           progress=progress)
-    result = fine_tune(encoder, data, spec, options)
+    result = spec.fine_tune(encoder, data, spec, options)
     if result.stopped_early:
         end_distributed(dist_info)
         return result

@@ -1,0 +1,180 @@
+"""``train.backend: sentence-transformers``: :func:`fine_tune` through ``SentenceTransformerTrainer`` with
+``MultipleNegativesRankingLoss``, the recipe the sentence-transformers docs teach.
+
+It trains the same encoder in place on the same :class:`TrainingData`, validates with the same validator
+(before the first step, then per ``train.validate_every``), keeps the best weights and stops on patience
+as :func:`.loop.fine_tune` does, and returns the same :class:`TrainResult`, so the stage writes the same
+outputs (model folder with training.json, embeddings, dvclive curves). What differs is the trainer's own:
+
+- one row (query, positive, its negatives) per annotated positive, so a query's other positives are not
+  held out of its softmax as they are under ``multi_positive_nce``; cosine scores scaled by
+  ``1 / temperature``; the rows shuffled by the trainer's sampler from ``train.seed``;
+- transformers' optimizer (fused AdamW, bias and LayerNorm undecayed) and schedules (``constant``:
+  ``constant_with_warmup``), warmup rising from 0; a history line per step (no ``query_ids``: the
+  trainer's batches are rows);
+- both sides, one process, no ``--stop-after``/``--resume`` (:func:`refuse_unsupported` says so first).
+
+Its measured figures against :func:`.loop.fine_tune`'s are in docs/benchmarks.md (bench_finetune_peers).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+
+import torch
+
+from ..core.errors import InputError
+from .data import TrainingData
+from .loop import (
+    LoopOptions,
+    TrainResult,
+    _check_selection,
+    _deterministic,
+    _out_of_patience,
+    _Progress,
+    _validate,
+)
+from .spec import TrainSpec
+
+NAME = "sentence-transformers"
+LOSS = "multi_positive_nce"  # the train.loss this backend stands in for (its own is MNRL)
+SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+
+
+def refuse_unsupported(spec: TrainSpec, stop_after: int | None, resume) -> None:
+    """What this backend cannot do, refused before any input is read (:func:`refuse_processes`: torchrun)."""
+    field = "train.backend"
+    if spec.query_side:
+        raise InputError(f"variant {spec.name!r} trains the query side; the {NAME} backend trains both sides "
+                         "(train.backend: retrieval-lab)", field=field)
+    if spec.train.loss != LOSS:
+        raise InputError(f"train.loss {spec.train.loss!r} is a loss of the retrieval-lab backend; the {NAME} "
+                         f"backend trains with MultipleNegativesRankingLoss (leave train.loss at {LOSS})",
+                         field=field)
+    if stop_after is not None or resume is not None:
+        raise InputError(f"--stop-after and --resume checkpoint the retrieval-lab backend only; the {NAME} "
+                         "backend trains straight through", field=field)
+
+
+def refuse_processes(world: int) -> None:
+    if world > 1:
+        raise InputError(f"the {NAME} backend runs in one process (torchrun: train.backend: retrieval-lab)",
+                         field="train.backend")
+
+
+def training_rows(data: TrainingData) -> dict[str, list[str]]:
+    """The trainer's columns: anchor, positive and ``negative_1..m`` texts, one row per (query, positive),
+    ``m`` the fewest negatives any query has (the trainer needs the same number in every row)."""
+    m = min((len(e.negatives) for e in data.examples), default=0)
+    columns: dict[str, list[str]] = {"anchor": [], "positive": [], **{f"negative_{i + 1}": [] for i in range(m)}}
+    for example in data.examples:
+        for positive in example.positives:
+            columns["anchor"].append(data.query_texts[example.query_id])
+            columns["positive"].append(data.doc_texts[positive])
+            for i, negative in enumerate(example.negatives[:m]):
+                columns[f"negative_{i + 1}"].append(data.doc_texts[negative])
+    return columns
+
+
+def planned_steps(rows: int, batch_size: int, epochs: int, max_steps: int | None) -> int:
+    """The trainer's step count: ``ceil(rows / batch)`` a epoch (the last batch kept), or ``max_steps``."""
+    return max_steps if max_steps is not None else epochs * math.ceil(rows / batch_size)
+
+
+def _sentence_transformer(encoder, max_seq_length: int):
+    """A SentenceTransformer (transformer, mean pooling) whose transformer IS ``encoder.model``: the trainer
+    moves the encoder's own weights (the module loads a saved copy, then holds the encoder's model instead)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers.utils import logging
+
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()  # the copy's write and read are not the user's progress
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            encoder.model.save_pretrained(folder, safe_serialization=True)
+            encoder.tokenizer.save_pretrained(folder)
+            module = Transformer(folder, max_seq_length=max_seq_length, model_kwargs={"trust_remote_code": False})
+    finally:
+        if bars:
+            logging.enable_progress_bar()
+    module.model = encoder.model
+    return SentenceTransformer(modules=[module, Pooling(encoder.dim, "mean")], device=str(encoder.device))
+
+
+def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions) -> TrainResult:
+    """Train ``encoder`` in place with ``SentenceTransformerTrainer``; validation, selection and patience
+    as :func:`.loop.fine_tune`'s (the same private helpers), the history from the trainer's per-step log."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers import SentenceTransformerTrainingArguments as Arguments
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from transformers import PrinterCallback, TrainerCallback
+
+    class _Trainer(SentenceTransformerTrainer):
+        def add_model_card_callback(self, default_args_dict) -> None:
+            """No model card: the stage writes training.json (the card's widget draws from Python's random)."""
+
+    params = spec.train
+    refuse_unsupported(spec, options.stop_after, options.resume)
+    refuse_processes(options.dist_info.world)
+    columns = training_rows(data)
+    rows = len(columns["anchor"])
+    if rows == 0:
+        raise InputError("no training query has a positive", field="train.positives_per_query")
+    total = planned_steps(rows, params.batch_size, params.epochs, params.max_steps)
+    with _deterministic(encoder.device):
+        started = time.perf_counter()
+        torch.manual_seed(params.seed)
+        model = encoder.model
+        if params.freeze_word_embeddings:
+            model.get_input_embeddings().weight.requires_grad_(False)
+        run = _Progress()
+        _check_selection(params, options)
+        _validate(encoder, model, run, options, params)  # step 0: the base model
+        every = params.validate_every
+        patience_stop: list[int] = []
+
+        class Follow(TrainerCallback):
+            """The per-step history, and validation, selection and patience as our loop does them."""
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                if logs and "loss" in logs:
+                    run.history.append({"step": state.global_step, "epoch": math.ceil(state.epoch) - 1,
+                                        "loss": float(logs["loss"]), "lr": float(logs["learning_rate"])})
+
+            def on_step_end(self, args, state, control, **kwargs):
+                run.step = state.global_step
+                epoch_end = state.global_step % math.ceil(rows / params.batch_size) == 0
+                if (every and run.step % every == 0) or (not every and epoch_end) or run.step == total:
+                    _validate(encoder, model, run, options, params)  # encode() switches to eval mode and back
+                    if _out_of_patience(run, params, options.dist_info):
+                        patience_stop.append(run.step)
+                        control.should_training_stop = True
+                return control
+
+        train_set = Dataset.from_dict(columns)
+        with tempfile.TemporaryDirectory() as scratch:
+            arguments = Arguments(
+                output_dir=scratch, num_train_epochs=params.epochs, max_steps=params.max_steps or -1,
+                per_device_train_batch_size=params.batch_size, learning_rate=params.lr,
+                lr_scheduler_type=SCHEDULES[params.schedule], warmup_steps=math.ceil(params.warmup_ratio * total),
+                weight_decay=params.weight_decay, max_grad_norm=params.max_grad_norm or 0.0, seed=params.seed,
+                data_seed=params.seed, bf16=params.bf16 and encoder.device.type == "cpu" or
+                encoder.device.type == "cuda", use_cpu=encoder.device.type == "cpu", save_strategy="no",
+                report_to="none", logging_strategy="steps", logging_steps=1, disable_tqdm=not options.progress)
+            st_model = _sentence_transformer(encoder, params.max_seq_length)
+            loss = MultipleNegativesRankingLoss(st_model, scale=1.0 / spec.temperature)
+            trainer = _Trainer(model=st_model, args=arguments, train_dataset=train_set, loss=loss,
+                               callbacks=[Follow()])
+            trainer.remove_callback(PrinterCallback)  # the log dicts on stdout: our history holds them
+            trainer.train()
+        model.eval()
+        selected = None
+        if params.select == "best" and run.best:
+            selected = run.best["step"]
+            model.load_state_dict(run.best["state"])
+        return TrainResult(run.step, total, run.history, run.validation, False, time.perf_counter() - started,
+                           selected, bool(patience_stop))
