@@ -366,4 +366,17 @@ def test_a_partial_peers_bench_never_judges_the_goal():
     full = "\n".join(benchmarks.peers_lines(_peers(list(benchmarks.PEER_NAMES), [42, 43, 44]), "bench-results"))
     assert "Partial" not in full and _rows(full, "ours-hard", "st-mnrl")[0][-1] == "yes"
     one_seed = "\n".join(benchmarks.peers_lines(_peers(list(benchmarks.PEER_NAMES), [42]), "bench-results"))
+    # st-backend, the train stage with sentence-transformers' trainer, is shown but not one of the five
+    with_backend = "\n".join(benchmarks.peers_lines(_peers([*benchmarks.PEER_NAMES, "st-backend"], [42, 43, 44]),
+                                                    "bench-results"))
+    assert "Partial" not in with_backend and "| `train@hard`, `train.backend: sentence-transformers`" in with_backend
     assert "**Partial**: 5 of the 5 contenders, 1 of 3 seeds. The goal" in one_seed
+
+
+def test_the_backend_run_has_its_own_heading_and_command():
+    backend = _peers(["st-backend", "ours-hard"], [42])
+    md = "\n".join(benchmarks.finetune_section(None, "bench-results", None, backend))
+    assert "### `train.backend: sentence-transformers`: the same trainer behind the train stage" in md
+    assert ("--seeds 42 --only st-backend ours-hard --json bench-results/finetune-backend.json`" in md
+            and "--seeds 42 43 44" not in md)
+    assert "**Partial**: 2 of the 5 contenders" in md  # never a judged goal: not the five contenders

@@ -517,23 +517,37 @@ PEERS_COMMAND = ("OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peer
                  "--negatives data/mined/scifact/hard/negatives.jsonl --base-embeddings data/embeddings/dense/scifact "
                  "--test-qrels data/heldout/scifact/qrels/test.tsv --seeds 42 43 44 "
                  "--json {results_dir}/finetune-peers.json")
+BACKEND_COMMAND = ("OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py --dataset data/prepared/scifact "
+                   "--negatives data/mined/scifact/hard/negatives.jsonl --base-embeddings data/embeddings/dense/scifact "
+                   "--test-qrels data/heldout/scifact/qrels/test.tsv --seeds 42 --only st-backend ours-hard "
+                   "--json {results_dir}/finetune-backend.json")
 PEER_SEEDS = 3  # the seeds the goal is judged over (issue 53)
 PEER_NAMES = {"ours-hard": "ours, `train@hard`", "ours-query": "ours, `train@query`",
               "st-mnrl": "SentenceTransformerTrainer + MNRL, defaults",
               "st-cmnrl": "SentenceTransformerTrainer + cached MNRL, batch 128",
               "st-mnrl-tuned": "SentenceTransformerTrainer + MNRL, lr and epoch on validation"}
+# beside the five the goal is judged on: the product's train stage with sentence-transformers' trainer
+PEER_LABELS = {**PEER_NAMES, "st-backend": "`train@hard`, `train.backend: sentence-transformers`, st-mnrl's settings"}
 
 
-def finetune_section(result: dict | None, results_dir: str, peers: dict | None = None) -> list[str]:
-    """scripts/bench_finetune_peers.py (ours against sentence-transformers' trainer, seeds, intervals) and
-    scripts/bench_finetune.py (the plain recipe, one run), each shown when its JSON is there."""
+def finetune_section(result: dict | None, results_dir: str, peers: dict | None = None,
+                     backend: dict | None = None) -> list[str]:
+    """scripts/bench_finetune_peers.py (ours against sentence-transformers' trainer, seeds, intervals; and its
+    run of the train stage's sentence-transformers backend) and scripts/bench_finetune.py (the plain recipe, one
+    run), each shown when its JSON is there."""
     command = (f"`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py --run runs/scifact/dense.trec "
                f"--json {results_dir}/finetune.json`")
     lines = ["## Fine-tuning quality against the plain recipe and sentence-transformers (SciFact test)", ""]
-    if result is None and peers is None:
+    if result is None and peers is None and backend is None:
         return lines + [f"Not run. Measure with `{PEERS_COMMAND.format(results_dir=results_dir)}`."]
     if peers is not None:
         lines += peers_lines(peers, results_dir)
+    if backend is not None:
+        lines += ["", "### `train.backend: sentence-transformers`: the same trainer behind the train stage", "",
+                  ("A run of its own: `train@hard` as the pipeline runs it, with sentence-transformers' trainer and "
+                   "loss (`training/st_trainer.py`) at st-mnrl's settings, against `train@hard` with ours, paired on "
+                   "the same test claims. Its figures sit beside the table above, not in it: another run.")]
+        lines += [""] + peers_lines(backend, results_dir, BACKEND_COMMAND)
     if result is None:
         return lines
     rows = [[r["contender"], str(r["steps"]), _num(r["train_seconds"]),
@@ -548,7 +562,7 @@ def _spread_cell(cell: dict) -> str:
     return f"{cell['mean']:.4f}" + (f" ± {cell['sd']:.4f}" if cell.get("sd") is not None else "")
 
 
-def peers_lines(peers: dict, results_dir: str) -> list[str]:
+def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> list[str]:
     """The peers bench: each contender's test figures over its seeds, time and memory, the paired family."""
     from retrieval_lab.comparison import Family, interval_text
 
@@ -565,7 +579,7 @@ def peers_lines(peers: dict, results_dir: str) -> list[str]:
               f"`{' '.join(peers['overrides'])}`; sentence-transformers' defaults: batch {peers['st']['batch']}, "
               f"lr {peers['st']['lr']:g}, {peers['st']['epochs']} epochs; tuned: lr in "
               f"{', '.join(f'{x:g}' for x in peers['st']['tuned_lrs'])}. Reproduce: "
-              f"`{PEERS_COMMAND.format(results_dir=results_dir)}`."), ""]
+              f"`{command.format(results_dir=results_dir)}`."), ""]
     if not peers.get("finished"):
         return lines + [f"**Interrupted**: {len(peers['rows'])} (contender, seed) runs finished, not scored."]
     if missing:
@@ -579,7 +593,7 @@ def peers_lines(peers: dict, results_dir: str) -> list[str]:
                    f"{PEER_SEEDS} seeds."), ""]
     header = ["contender", "seeds", "nDCG@10 all", f"seen ({strata.get('seen', 0)})",
               f"unseen ({strata.get('unseen', 0)})", "R@100 all", "wall s (mean)", "peak MiB"]
-    rows = [[PEER_NAMES.get(r["contender"], r["contender"]), ", ".join(map(str, r["seeds"])),
+    rows = [[PEER_LABELS.get(r["contender"], r["contender"]), ", ".join(map(str, r["seeds"])),
              *[_spread_cell(r[k]) if k in r else "" for k in ("nDCG@10 all", "nDCG@10 seen", "nDCG@10 unseen",
                                                                "R@100 all")],
              _num(r["seconds"]), _mib(r["peak_mb"])] for r in peers["summary"]]
@@ -686,7 +700,8 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
                  metrics_dirs: Path | None | list[tuple[str | None, Path | list[Path]]], timings: list[Path],
                  current: dict, now: str, finetune: dict | None = None, scale: dict | None = None,
                  invocation: list[str] | None = None, dense_tokens: int | None = None,
-                 ablation: list[Path] | None = None, peers: dict | None = None) -> str:
+                 ablation: list[Path] | None = None, peers: dict | None = None,
+                 backend: dict | None = None) -> str:
     """``metrics_dirs``: one SciFact metrics folder, or (label, folder) pairs for several configurations; a list
     of folders in place of one: the training seeds of that configuration (the first shown, all in the spread).
     ``invocation``: this script's arguments that made the page, shown in its head. ``dense_tokens``: the
@@ -709,7 +724,7 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
     sections = [quality_section(where if isinstance(where, list) else [where] if where else [], label, dense_tokens)
                 for label, where in metrics_dirs]
     parts = [head, machine, speed, *sections, *[ablation_section(folder) for folder in ablation or []],
-             finetune_section(finetune, results_dir, peers), scale_section(scale, results_dir), timings_section(timings)]
+             finetune_section(finetune, results_dir, peers, backend), scale_section(scale, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
 
@@ -786,13 +801,14 @@ def main(argv: list[str] | None = None) -> int:
                if (p := results_dir / f"{b.name}.json").exists() else None for b in BENCHES}
     metrics_dirs = [_metrics_argument(item) for item in args.scifact_metrics]
     finetune, scale = results_dir / "finetune.json", results_dir / "scale.json"
-    peers = results_dir / "finetune-peers.json"
+    peers, backend = results_dir / "finetune-peers.json", results_dir / "finetune-backend.json"
     text = build_report(results, manifest, args.results_dir.rstrip("/"), metrics_dirs,
                         [Path(t) for t in args.timings], machine_info(), _now(),
                         json_loads(finetune.read_text(encoding="utf-8"), str(finetune)) if finetune.exists() else None,
                         json_loads(scale.read_text(encoding="utf-8"), str(scale)) if scale.exists() else None,
                         sys.argv[1:] if argv is None else argv, args.dense_tokens, args.scifact_ablation,
-                        json_loads(peers.read_text(encoding="utf-8"), str(peers)) if peers.exists() else None)
+                        json_loads(peers.read_text(encoding="utf-8"), str(peers)) if peers.exists() else None,
+                        json_loads(backend.read_text(encoding="utf-8"), str(backend)) if backend.exists() else None)
     write_text(args.output, text)
     print(f"\nwrote {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
