@@ -2,7 +2,8 @@
 
 The document vectors are cut into ``dense.shards`` contiguous row ranges (at most: whole blocks of 1,024 vectors
 each, below); each is read (memory-mapped from the embeddings folder, or sent with the task) and indexed with
-``dense.faiss_factory`` by one task, and the index stays on its worker. A query chunk is searched on every shard, each returning its top k (scores and global rows),
+``dense.faiss_factory`` by one task (searched with ``dense.faiss_search``, as one index is), and the index stays
+on its worker. A query chunk is searched on every shard, each returning its top k (scores and global rows),
 and the client keeps the k best of all (:func:`merge_top`).
 
 With ``Flat`` (exact inner product) the merged top k is one Flat index's, rank for rank and bit for bit, when both
@@ -28,7 +29,7 @@ import numpy as np
 from ..core.cluster import Progress
 from ..core.errors import InputError
 from ..core.params import Params
-from .dense import DenseRetriever, build_index
+from .dense import DenseRetriever, build_index, set_search
 
 
 def aligned_spans(n: int, shards: int) -> list[tuple[int, int]]:
@@ -45,16 +46,18 @@ def aligned_spans(n: int, shards: int) -> list[tuple[int, int]]:
 
 
 class DenseShard:
-    """One shard's FAISS index on a worker, and the global row of its first vector. Moved to another worker, it
-    travels serialized by FAISS (never pickled as an object)."""
+    """One shard's FAISS index on a worker, the global row of its first vector and its search setting
+    (``dense.faiss_search``). Moved to another worker, it travels serialized by FAISS (never pickled as an object),
+    and the setting is applied again there: FAISS's serialization keeps some (nprobe, efSearch), not all
+    (an IVF's max_codes)."""
 
-    def __init__(self, index, offset: int):
-        self.index, self.offset = index, offset
+    def __init__(self, index, offset: int, search: str | None = None):
+        self.index, self.offset, self.search = index, offset, search
 
     def __reduce__(self):
         import faiss
 
-        return _deserialize, (faiss.serialize_index(_on_cpu(self.index)), self.offset)
+        return _deserialize, (faiss.serialize_index(_on_cpu(self.index)), self.offset, self.search)
 
 
 def _on_cpu(index):
@@ -64,10 +67,12 @@ def _on_cpu(index):
         else index
 
 
-def _deserialize(data: np.ndarray, offset: int) -> DenseShard:
+def _deserialize(data: np.ndarray, offset: int, search: str | None = None) -> DenseShard:
     import faiss
 
-    return DenseShard(faiss.deserialize_index(data), offset)
+    index = faiss.deserialize_index(data)
+    set_search(index, search, "the shard's index")  # applied once already, on the index it was built as
+    return DenseShard(index, offset, search)
 
 
 def _threads() -> None:
@@ -79,20 +84,23 @@ def _threads() -> None:
     faiss.omp_set_num_threads(worker_threads())
 
 
-def load_shard(path: str, start: int, end: int, factory: str, seed: int) -> DenseShard:
+def load_shard(path: str, start: int, end: int, factory: str, seed: int, search: str | None = None) -> DenseShard:
     """Rows [start, end) of a document matrix (``doc_embeddings.npy``, memory-mapped), checked and indexed."""
     matrix = np.load(path, mmap_mode="r", allow_pickle=False)[start:end]
-    return index_shard(np.ascontiguousarray(matrix, dtype=np.float32), start, factory, seed, path)
+    return index_shard(np.ascontiguousarray(matrix, dtype=np.float32), start, factory, seed, search, path)
 
 
-def index_shard(matrix: np.ndarray, start: int, factory: str, seed: int, source: str | None = None) -> DenseShard:
-    """A shard's index over ``matrix`` (its rows are the documents ``start`` ... of the collection)."""
+def index_shard(matrix: np.ndarray, start: int, factory: str, seed: int, search: str | None = None,
+                source: str | None = None) -> DenseShard:
+    """A shard's index over ``matrix`` (its rows are the documents ``start`` ... of the collection): built and
+    searched as one index is (:func:`~retrieval_lab.retrievers.dense.build_index`, ``factory``, ``seed``,
+    ``search``)."""
     bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
     if bad.size:
         raise InputError(f"non-finite values in row {start + int(bad[0])} (document {start + int(bad[0]) + 1})",
                          source)
     _threads()
-    return DenseShard(build_index(matrix, factory, seed), start)
+    return DenseShard(build_index(matrix, factory, seed, search), start, search)
 
 
 def search_shard(shard: DenseShard, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +162,7 @@ class ShardedDense(DenseRetriever):
         def submit(client, k, span):
             from ..core.cluster import task_key
 
-            return client.submit(load_shard, path, *span, dense.faiss_factory, dense.seed,
+            return client.submit(load_shard, path, *span, dense.faiss_factory, dense.seed, dense.faiss_search,
                                  key=task_key("dense-load", k))
         return cls._start(loaded, params, submit, progress, "loaded")
 
@@ -188,7 +196,7 @@ class ShardedDense(DenseRetriever):
             from ..core.cluster import task_key
 
             return client.submit(index_shard, matrix[span[0]:span[1]], span[0], dense.faiss_factory, dense.seed,
-                                 key=task_key("dense-index", k))
+                                 dense.faiss_search, key=task_key("dense-index", k))
         sharded = cls._start(embeddings, params, submit, progress, "indexed", connected)
         sharded._encoder = encoder
         return sharded
