@@ -21,12 +21,11 @@ shard has its own graph or lists, trained on its own vectors: recall against Fla
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from ..core.cluster import Progress
+from ..core.cluster import HeldShards, Progress
 from ..core.errors import InputError
 from ..core.params import Params
 from .dense import DenseRetriever, build_index, set_search
@@ -124,7 +123,7 @@ def merge_top(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.nd
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
 
 
-class ShardedDense(DenseRetriever):
+class ShardedDense(HeldShards, DenseRetriever):
     """:class:`DenseRetriever` whose document index is ``dense.shards`` FAISS indexes on the workers of a Dask
     cluster (``dense.scheduler``, or a LocalCluster): the same run with ``Flat``. Queries are encoded or looked up
     here, as one process does; only query vectors and top-k lists travel."""
@@ -231,19 +230,3 @@ class ShardedDense(DenseRetriever):
         parts = gather([self.client.submit(search_shard, shard, queries, k, key=task_key("dense-search", i))
                         for i, shard in enumerate(self.shards)], self.progress, "searched")
         return merge_top(parts, k)
-
-    @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
-        """No progress lines in this block (the timing pass searches one query at a time)."""
-        progress, self.progress = self.progress, None
-        try:
-            yield
-        finally:
-            self.progress = progress
-
-    def close(self) -> None:
-        """Drop the shards and leave the cluster (a LocalCluster this retriever started stops)."""
-        self.shards = []
-        if self._resources is not None:
-            self._resources.close()
-            self._resources = None
