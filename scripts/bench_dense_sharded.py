@@ -35,36 +35,37 @@ import bench_scale
 DEPTH = 100
 # factory -> search setting (HNSW: efSearch; IVF: nprobe; Flat: exact), as scripts/bench_faiss.py measures them on
 # one index of 1M vectors; IVF's 1,024 lists suit the smallest shard measured here (39 training points a list,
-# FAISS's minimum: 40,000 of a 50,000-vector shard). One factory string serves every shard, as dense.faiss_factory
+# FAISS's minimum: 40,000 of a 50,000-vector shard). One factory string and one search setting serve every shard,
+# as dense.faiss_factory and dense.faiss_search do (the setting given to load_shard as its search string)
 FACTORIES = [("Flat", None), ("HNSW32,SQ8", 256), ("IVF1024,SQ8", 16)]
 
 
-def _build(path: str, start: int, end: int, factory: str, seed: int) -> tuple:
-    """A shard's index (the task of retrieve --shards) and its cost: a pair, so that the cost travels with the
-    index if the scheduler moves it to another worker."""
+def search_string(factory: str, setting) -> str | None:
+    """The ``dense.faiss_search`` string of a factory's search setting: efSearch for HNSW, nprobe for IVF."""
+    if setting is None:
+        return None
+    return f"efSearch={setting}" if factory.startswith("HNSW") else f"nprobe={setting}"
+
+
+def _build(path: str, start: int, end: int, factory: str, seed: int, setting) -> tuple:
+    """A shard's index (the task of retrieve --shards, searched with ``setting`` as dense.faiss_search sets it) and
+    its cost: a pair, so that the cost travels with the index if the scheduler moves it to another worker."""
     import faiss
 
     from retrieval_lab.retrievers.dense_sharded import load_shard
 
     _bench.reset_peak()
     began = time.perf_counter()
-    shard = load_shard(path, start, end, factory, seed)
+    shard = load_shard(path, start, end, factory, seed, search_string(factory, setting))
     seconds = time.perf_counter() - began
     return shard, {"documents": end - start, "build_seconds": seconds,
                    "index_bytes": int(faiss.serialize_index(shard.index).nbytes)}
 
 
-def _search(built: tuple, queries: np.ndarray, k: int, setting) -> tuple:
+def _search(built: tuple, queries: np.ndarray, k: int) -> tuple:
     from retrieval_lab.retrievers.dense_sharded import search_shard
 
     shard, cost = built
-    if setting is not None:
-        if hasattr(shard.index, "hnsw"):
-            shard.index.hnsw.efSearch = setting
-        else:
-            import faiss
-
-            faiss.extract_index_ivf(shard.index).nprobe = setting
     began = time.perf_counter()
     found = search_shard(shard, queries, k)
     return found, {**cost, "search_seconds": time.perf_counter() - began, "worker_peak_mb": _bench.peak_mb()}
@@ -73,8 +74,9 @@ def _search(built: tuple, queries: np.ndarray, k: int, setting) -> tuple:
 def measure(client, path: str, queries: np.ndarray, n: int, factory: str, setting, shards: int, seed: int) -> dict:
     from retrieval_lab.retrievers.dense_sharded import aligned_spans, merge_top
 
-    indexes = [client.submit(_build, path, a, b, factory, seed, pure=False) for a, b in aligned_spans(n, shards)]
-    results = client.gather([client.submit(_search, i, queries, DEPTH, setting, pure=False) for i in indexes])
+    indexes = [client.submit(_build, path, a, b, factory, seed, setting, pure=False)
+               for a, b in aligned_spans(n, shards)]
+    results = client.gather([client.submit(_search, i, queries, DEPTH, pure=False) for i in indexes])
     began = time.perf_counter()
     scores, rows = merge_top([found for found, _ in results], DEPTH)
     merge = time.perf_counter() - began

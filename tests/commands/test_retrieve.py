@@ -123,3 +123,30 @@ def test_bm25_from_a_saved_index_gives_the_same_run_bytes_and_refuses_other_para
                                     "--output", str(out)]) == 2
     assert run_command("index", ["--retriever", "lsa", "--dataset", str(beir), "--output", str(tmp_path / "x")]) == 2
     assert not out.exists() and not (tmp_path / "x").exists()
+
+
+def test_dense_faiss_search_is_set_from_the_command_line_and_refused_where_the_index_lacks_it(tmp_path, capsys):
+    rng = np.random.default_rng(5)
+    docs, queries = (rng.standard_normal((n, 8)).astype(np.float32) for n in (300, 10))
+    docs, queries = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (docs, queries))
+    write_embeddings(Embeddings([f"d{i}" for i in range(300)], docs, [f"q{i}" for i in range(10)], queries),
+                     tmp_path / "emb")
+    argv = ["--retriever", "dense", "--embeddings", str(tmp_path / "emb")]
+    assert run_command("retrieve", [*argv, "--output", str(tmp_path / "flat.trec")]) == 0
+    # an IVF of 4 lists probing 16 (FAISS stops at 4): every list scanned, Flat's ranking
+    assert run_command("retrieve", [*argv, "--output", str(tmp_path / "ivf.trec"), "--set",
+                                    "dense.faiss_factory=IVF4,Flat", "--set", "dense.faiss_search=nprobe=16"]) == 0
+    flat, ivf = read_run(tmp_path / "flat.trec"), read_run(tmp_path / "ivf.trec")
+    assert all(list(ivf[q]) == list(flat[q]) for q in flat)
+    capsys.readouterr()
+    # Flat has no nprobe: one line naming the param, nothing written
+    out = tmp_path / "x.trec"
+    assert run_command("retrieve", [*argv, "--output", str(out), "--set", "dense.faiss_search=nprobe=4"]) == 2
+    assert capsys.readouterr().err == ("error: field 'dense.faiss_search': search setting 'nprobe=4' does not apply "
+                                       "to 'Flat': could not set parameter nprobe\n")
+    # not of the shape name=value: refused by the params rule before any index is built
+    assert run_command("retrieve", [*argv, "--output", str(out), "--set", "dense.faiss_search=nprobe"]) == 2
+    assert capsys.readouterr().err == ("error: field 'dense.faiss_search': 'nprobe' is not name=value[,name=value] "
+                                       "with values above 0 (e.g. efSearch=256, nprobe=64; null: FAISS's defaults) "
+                                       "(from --set dense.faiss_search=nprobe)\n")
+    assert not out.exists()

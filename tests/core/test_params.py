@@ -333,6 +333,28 @@ def test_every_stage_s_help_says_where_defaults_come_from(capsys):
                 "the repository's params.yaml key for key") in text, name
 
 
+@pytest.mark.parametrize("value", ["efSearch=256", "nprobe=64", "nprobe=8,efSearch=32", "quantizer_efSearch=64",
+                                   "k_factor_rf=1.5"])
+def test_a_faiss_search_setting_of_the_shape_faiss_parses_is_accepted(value):
+    from retrieval_lab.core.params import DenseParams
+
+    assert DenseParams(faiss_search=value).faiss_search == value
+    assert DenseParams().faiss_search is None  # null: FAISS's defaults
+
+
+@pytest.mark.parametrize("value", ["foo", "nprobe", "nprobe=", "=4", "nprobe=0", "efSearch=0.0", "nprobe=-1",
+                                   "nprobe=abc", "nprobe=4,", "nprobe=4;efSearch=8", "nprobe = 4", "",
+                                   "nprobe=1e3"])
+def test_a_malformed_faiss_search_setting_is_refused_by_params(value, tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(f"dense:\n  faiss_search: '{value}'\n")
+    with pytest.raises(InputError) as info:
+        load_params(path)
+    assert info.value.field == "dense.faiss_search"
+    assert info.value.reason == (f"{value!r} is not name=value[,name=value] with values above 0 (e.g. efSearch=256, "
+                                 "nprobe=64; null: FAISS's defaults)")
+
+
 def test_unknown_schedule_is_refused_by_params(tmp_path):
     from retrieval_lab.core.errors import InputError
     from retrieval_lab.core.params_file import load_params

@@ -1,10 +1,12 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
 from retrieval_lab.core.errors import InputError
 from retrieval_lab.core.params import DenseParams
 from retrieval_lab.encoder import Embeddings
-from retrieval_lab.retrievers.dense import DenseRetriever
+from retrieval_lab.retrievers.dense import DenseRetriever, build_index
 
 
 def _unit(rng, n, dim=16) -> np.ndarray:
@@ -41,6 +43,48 @@ def test_ivf_is_seeded_and_close_to_exact(emb):
     exact = DenseRetriever(emb, DenseParams()).search(queries, 10)
     overlap = np.mean([len(first[q].keys() & exact[q].keys()) / 10 for q in queries])
     assert overlap > 0.3  # nprobe 1 of 4 lists: approximate, not random
+
+
+def test_faiss_search_nprobe_over_every_list_gives_flats_top_k_where_the_default_does_not(emb):
+    queries = {q: "" for q in emb.query_ids}
+    exact = DenseRetriever(emb, DenseParams()).search(queries, 10)
+    ivf = DenseParams(faiss_factory="IVF4,Flat", seed=1)
+    default = DenseRetriever(emb, ivf).search(queries, 10)  # nprobe 1: one list of 4 scanned
+    every = DenseRetriever(emb, dataclasses.replace(ivf, faiss_search="nprobe=4")).search(queries, 10)
+    assert all(list(default[q]) != list(exact[q]) for q in queries)  # with this seed: no query's list is exact
+    for q in queries:
+        assert list(every[q]) == list(exact[q])
+        assert np.allclose(list(every[q].values()), list(exact[q].values()), atol=1e-6)
+
+
+def test_faiss_search_sets_every_name_it_gives():
+    import faiss
+
+    docs = _unit(np.random.default_rng(3), 300)
+    hnsw = faiss.downcast_index(build_index(docs, "HNSW32", 0, "efSearch=77"))
+    assert hnsw.hnsw.efSearch == 77
+    ivf = faiss.extract_index_ivf(build_index(docs, "IVF4,Flat", 0, "nprobe=3,max_codes=50"))
+    assert (ivf.nprobe, ivf.max_codes) == (3, 50)
+    assert faiss.extract_index_ivf(build_index(docs, "IVF4,Flat", 0, "")).nprobe == 1  # empty: FAISS's default
+
+
+@pytest.mark.parametrize(("factory", "search", "reason"), [
+    ("Flat", "nprobe=4", "search setting 'nprobe=4' does not apply to 'Flat': could not set parameter nprobe"),
+    ("HNSW32", "nprobe=4", "search setting 'nprobe=4' does not apply to 'HNSW32': could not set parameter nprobe"),
+    ("IVF4,Flat", "nprobe=2,efSearch=8",
+     "search setting 'nprobe=2,efSearch=8' does not apply to 'IVF4,Flat': could not set parameter efSearch"),
+])
+def test_a_search_setting_the_index_lacks_names_the_param(emb, factory, search, reason):
+    with pytest.raises(InputError) as err:
+        DenseRetriever(emb, DenseParams(faiss_factory=factory, faiss_search=search))
+    assert err.value.field == "dense.faiss_search" and err.value.reason == reason
+
+
+def test_a_search_setting_faiss_cannot_parse_names_the_param_when_built_past_the_params_rule(emb):
+    with pytest.raises(InputError) as err:
+        build_index(emb.doc_embeddings, "Flat", 0, "foo")
+    assert err.value.field == "dense.faiss_search"
+    assert err.value.reason == "search setting 'foo' does not apply to 'Flat': could not interpret parameters foo"
 
 
 def test_new_queries_are_encoded_by_the_encoder(emb):

@@ -98,3 +98,56 @@ def test_at_a_cut_through_equal_scores_both_keep_the_same_scores_rank_for_rank(o
     assert [set(r[a]) for r, a in zip(rows, above)] == [set(r[a]) for r, a in zip(one_rows, above)]
     tied = [q for q in range(len(queries)) if set(rows[q]) != set(one_rows[q])]
     assert tied and all(set(rows[q][~above[q]]) | set(one_rows[q][~above[q]]) <= set(range(10, 15)) for q in tied)
+
+
+def test_faiss_search_reaches_every_shard_as_it_reaches_one_index(tmp_path, dask_cluster, capsys):
+    """IVF4 with nprobe 4 scans every list: one index and 2 shards (each its own lists) both give the exact top k,
+    the same run bytes (each score one dot product, wherever it is computed); the default nprobe 1 does not."""
+    from command_runner import run_command
+
+    from retrieval_lab.runs import read_run
+
+    address, client = dask_cluster
+    rng = np.random.default_rng(21)
+    emb = _embeddings(tmp_path / "emb", _unit(rng, 2600, 16), _unit(rng, 12, 16))  # 3 blocks: 2 shards
+    argv = ["--retriever", "dense", "--embeddings", str(emb), "--depth", "10", "--set", "dense.faiss_factory=IVF4,Flat",
+            "--set", "dense.seed=1"]
+    sharded = ["--shards", "2", "--scheduler", address]
+    runs = {}
+    for name, extra in [("one", ["--set", "dense.faiss_search=nprobe=4"]),
+                        ("two", ["--set", "dense.faiss_search=nprobe=4", *sharded]), ("two-default", sharded),
+                        ("flat", ["--set", "dense.faiss_factory=Flat"])]:
+        assert run_command("retrieve", [*argv, *extra, "--output", str(tmp_path / f"{name}.trec")]) == 0
+        runs[name] = (tmp_path / f"{name}.trec").read_bytes()
+    assert runs["two"] == runs["one"]
+    flat, two, default = (read_run(tmp_path / f"{n}.trec") for n in ("flat", "two", "two-default"))
+    assert all(list(two[q]) == list(flat[q]) for q in flat)
+    assert sum(list(default[q]) != list(flat[q]) for q in flat) > 6  # nprobe 1 on each shard: approximate
+    capsys.readouterr()
+    # a name the shards' index lacks: refused by the shard's task, one line naming the param, as one index refuses it
+    assert run_command("retrieve", [*argv, *sharded, "--set", "dense.faiss_factory=Flat", "--set",
+                                    "dense.faiss_search=nprobe=4", "--output", str(tmp_path / "x.trec")]) == 2
+    assert capsys.readouterr().err == ("error: field 'dense.faiss_search': search setting 'nprobe=4' does not "
+                                       "apply to 'Flat': could not set parameter nprobe\n")
+    assert not (tmp_path / "x.trec").exists()
+
+    # the other path (vectors held here, each shard's rows sent with its task), and a shard moved to another
+    # worker: serialized by FAISS, which drops an IVF's max_codes; the setting is applied again where it lands
+    import contextlib
+    import pickle
+
+    import faiss
+
+    from retrieval_lab.core.params import DenseParams, Params
+    from retrieval_lab.encoder import load_embeddings
+    from retrieval_lab.retrievers.dense_sharded import ShardedDense
+
+    params = Params(dense=DenseParams(faiss_factory="IVF4,Flat", seed=1, faiss_search="nprobe=4", shards=2))
+    dense = ShardedDense.from_embeddings(load_embeddings(emb), params, connected=(contextlib.ExitStack(), client))
+    try:
+        assert dense.search({f"q{i}": "" for i in range(12)}, 10) == read_run(tmp_path / "one.trec")
+    finally:
+        dense.close()
+    shard = pickle.loads(pickle.dumps(index_shard(_unit(rng, 300, 16), 0, "IVF4,Flat", 1, "nprobe=3,max_codes=50")))
+    ivf = faiss.extract_index_ivf(shard.index)
+    assert (shard.search, ivf.nprobe, ivf.max_codes) == ("nprobe=3,max_codes=50", 3, 50)

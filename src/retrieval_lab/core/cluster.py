@@ -185,3 +185,32 @@ def worker_threads() -> int:
         return max(1, int(get_worker().state.nthreads))
     except (ImportError, ValueError, AttributeError):
         return 1
+
+
+class HeldShards:
+    """What a retriever whose shards a Dask cluster holds (``ShardedBM25``, ``ShardedDense``) does with them
+    beyond searching: keep its progress lines quiet for a while, and let the shards and the cluster go.
+
+    The class mixing it in sets ``shards`` (the futures of its shards), ``progress`` (receives a line per shard
+    done, or None) and ``_resources`` (the ``contextlib.ExitStack`` holding its client, or None).
+    """
+
+    shards: list
+    progress: Progress
+    _resources: contextlib.ExitStack | None
+
+    @contextlib.contextmanager
+    def quiet(self) -> Iterator[None]:
+        """No progress lines in this block (the timing pass searches one query at a time)."""
+        progress, self.progress = self.progress, None
+        try:
+            yield
+        finally:
+            self.progress = progress
+
+    def close(self) -> None:
+        """Drop the shards and leave the cluster (a LocalCluster this retriever started stops)."""
+        self.shards = []
+        if self._resources is not None:
+            self._resources.close()
+            self._resources = None

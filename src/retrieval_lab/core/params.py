@@ -186,6 +186,9 @@ class DenseParams(Section):
     bf16: bool = False  # bf16 autocast for encoding (CUDA, or a CPU with AVX512-BF16/AMX); training on CUDA always
     # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
     faiss_factory: str = param("Flat", rules.FAISS_FACTORY)
+    # search-time settings of an approximate faiss_factory, as faiss.ParameterSpace takes them ("efSearch=256" for
+    # HNSW, "nprobe=64" for IVF); null: FAISS's defaults (efSearch 16, nprobe 1). A name the index lacks is refused
+    faiss_search: str | None = param(None, rules.faiss_search)
     seed: int = param(0, SEED)  # FAISS training (IVF k-means) when faiss_factory is not exact
     # contiguous shards of the texts (encode) and of the documents' vectors (retrieve: one faiss_factory index each,
     # top-k merged), each a task of a Dask cluster (retrievers/dense_sharded.py); 1: everything in this process

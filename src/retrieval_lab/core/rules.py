@@ -15,6 +15,7 @@ from pathlib import Path
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a dataset, run or variant name: also a path part
 _MEASURE = re.compile(r"[A-Za-z]+(\([A-Za-z0-9=,_ ]*\))?(@\d+)?")
 _FAISS_FACTORY = re.compile(r"[A-Za-z0-9_.]+(,[A-Za-z0-9_.]+)*")
+_FAISS_SEARCH_ITEM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=(\d+(\.\d*)?|\.\d+)")  # name=number, as FAISS parses it
 FIELDS = ("title", "text")
 # tokenizer.stopwords names (the tokenizer maps each to the list bm25s ships)
 STOPWORD_LANGUAGES = ("english", "english_plus", "german", "dutch", "french", "spanish", "portuguese",
@@ -68,6 +69,21 @@ SEED = between(0, 2**32 - 1)  # numpy, scikit-learn and FAISS take 32-bit unsign
 RUN_NAME = matches(NAME, "a run name")
 MEASURE_NAME = matches(_MEASURE, "a measure name (e.g. nDCG@10)")
 FAISS_FACTORY = matches(_FAISS_FACTORY, "a FAISS factory string (e.g. Flat, HNSW32, IVF256,Flat)")
+
+
+def faiss_search(value):
+    """name=value[,name=value], FAISS search settings each above 0 (e.g. efSearch=256, nprobe=64).
+
+    The shape faiss.ParameterSpace parses; which names exist is the index's to say (checked when it is built).
+    A value of 0 is refused: FAISS accepts nprobe=0 (each search then fails) and efSearch=0 (results missing).
+    """
+    items = value.split(",")
+    if not all(_FAISS_SEARCH_ITEM.fullmatch(item) and float(item.split("=")[1]) > 0 for item in items):
+        return (f"{value!r} is not name=value[,name=value] with values above 0 (e.g. efSearch=256, nprobe=64; "
+                "null: FAISS's defaults)")
+    return None
+
+
 # a Dask scheduler's address: PROTOCOL://HOST:PORT (tcp, tls, ws, wss, ucx) or HOST:PORT
 _SCHEDULER = re.compile(r"((tcp|tls|ws|wss|ucx)://)?[A-Za-z0-9_.\-\[\]:]+:\d+")
 SCHEDULER = matches(_SCHEDULER, "a Dask scheduler address (tcp://HOST:PORT)")

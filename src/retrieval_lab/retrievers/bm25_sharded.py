@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.atomic import atomic_path
-from ..core.cluster import Progress
+from ..core.cluster import HeldShards, Progress
 from ..core.data import corpus_file, iter_corpus, raw_lines
 from ..core.errors import InputError
 from ..core.params import BM25Params, Params, TokenizerParams
@@ -288,7 +288,7 @@ def sharded_search(client, shard_files: list[str | Path], queries: dict[str, str
     return ShardedBM25(client, indexes, [], tokenizer, params).search(queries, depth)
 
 
-class ShardedBM25:
+class ShardedBM25(HeldShards):
     """BM25 over shard indexes held by the workers of a Dask cluster: the one index's run, byte for byte.
 
     :meth:`open` (a folder :func:`write_sharded_index` wrote) and :meth:`from_corpus` start or join the cluster
@@ -399,22 +399,6 @@ class ShardedBM25:
                                              key=_key("bm25-search", k)) for k, s in enumerate(self.shards)],
                               self.progress, "searched")
         return merge(runs, depth)
-
-    @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
-        """No progress lines in this block (the timing pass searches one query at a time)."""
-        progress, self.progress = self.progress, None
-        try:
-            yield
-        finally:
-            self.progress = progress
-
-    def close(self) -> None:
-        """Drop the shards and leave the cluster (a LocalCluster this retriever started stops)."""
-        self.shards = []
-        if self._resources is not None:
-            self._resources.close()
-            self._resources = None
 
 
 def _key(what: str, shard: int) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..core import fingerprint
@@ -12,13 +14,15 @@ from ..runs import Run, ranked
 _QUERY_CHUNK = 1024  # queries searched at once: bounds the [chunk, depth] result arrays
 
 
-def build_index(matrix: np.ndarray, factory: str = "Flat", seed: int = 0):
+def build_index(matrix: np.ndarray, factory: str = "Flat", seed: int = 0, search: str | None = None):
     """A FAISS inner-product index over ``matrix`` [n, H] (float32, unit rows).
 
     "Flat" is exact search (IndexFlatIP). Other factory strings ("IVF256,Flat",
     "HNSW32", ...) are approximate; an index that needs training (IVF k-means) is
     trained on the documents with ``seed``. On a GPU build with CUDA the index is
-    moved to GPU 0.
+    moved to GPU 0. ``search`` (``dense.faiss_search``: "efSearch=256", "nprobe=64")
+    sets the index's search-time parameters once its vectors are in (:func:`set_search`);
+    None or "": FAISS's defaults.
     """
     import faiss
 
@@ -43,7 +47,27 @@ def build_index(matrix: np.ndarray, factory: str = "Flat", seed: int = 0):
         index = faiss.index_cpu_to_gpu(resources, 0, index)
         index.resources = resources  # the GPU index must not outlive its resources
     index.add(matrix)
+    set_search(index, search, factory)
     return index
+
+
+def set_search(index, search: str | None, factory: str) -> None:
+    """``search`` ("name=value[,name=value]") applied to ``index`` by FAISS's ParameterSpace (GpuParameterSpace for
+    a GPU index). After the vectors are added: a setting such as an IVF's quantizer_efSearch would change how
+    they are assigned. A name the index lacks ("nprobe" on Flat or HNSW) is an InputError naming
+    ``dense.faiss_search``: FAISS raises a RuntimeError, having set the names before it."""
+    if not search:
+        return
+    import faiss
+
+    on_gpu = "Gpu" in type(index).__name__ and hasattr(faiss, "GpuParameterSpace")
+    space = faiss.GpuParameterSpace() if on_gpu else faiss.ParameterSpace()
+    try:
+        space.set_index_parameters(index, search)
+    except RuntimeError as exc:  # "... set_index_parameter:could not set parameter nprobe"
+        reason = re.split(r"failed: |set_index_parameter:", str(exc).splitlines()[0])[-1].strip()
+        raise InputError(f"search setting {search!r} does not apply to {factory!r}: {reason}",
+                         field="dense.faiss_search") from None
 
 
 class DenseRetriever:
@@ -61,7 +85,8 @@ class DenseRetriever:
     def __init__(self, embeddings, params: DenseParams, encoder=None):
         self.embeddings, self.params, self._encoder = embeddings, params, encoder
         self._query_rows = {qid: i for i, qid in enumerate(embeddings.query_ids)}
-        self._index = build_index(embeddings.doc_embeddings, params.faiss_factory, params.seed)
+        self._index = build_index(embeddings.doc_embeddings, params.faiss_factory, params.seed,
+                                  params.faiss_search)
 
     @classmethod
     def from_inputs(cls, params: Params, dataset=None, embeddings=None) -> DenseRetriever:

@@ -2,7 +2,8 @@
 
 The document vectors are cut into ``dense.shards`` contiguous row ranges (at most: whole blocks of 1,024 vectors
 each, below); each is read (memory-mapped from the embeddings folder, or sent with the task) and indexed with
-``dense.faiss_factory`` by one task, and the index stays on its worker. A query chunk is searched on every shard, each returning its top k (scores and global rows),
+``dense.faiss_factory`` by one task (searched with ``dense.faiss_search``, as one index is), and the index stays
+on its worker. A query chunk is searched on every shard, each returning its top k (scores and global rows),
 and the client keeps the k best of all (:func:`merge_top`).
 
 With ``Flat`` (exact inner product) the merged top k is one Flat index's, rank for rank and bit for bit, when both
@@ -20,15 +21,14 @@ shard has its own graph or lists, trained on its own vectors: recall against Fla
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from ..core.cluster import Progress
+from ..core.cluster import HeldShards, Progress
 from ..core.errors import InputError
 from ..core.params import Params
-from .dense import DenseRetriever, build_index
+from .dense import DenseRetriever, build_index, set_search
 
 
 def aligned_spans(n: int, shards: int) -> list[tuple[int, int]]:
@@ -45,16 +45,18 @@ def aligned_spans(n: int, shards: int) -> list[tuple[int, int]]:
 
 
 class DenseShard:
-    """One shard's FAISS index on a worker, and the global row of its first vector. Moved to another worker, it
-    travels serialized by FAISS (never pickled as an object)."""
+    """One shard's FAISS index on a worker, the global row of its first vector and its search setting
+    (``dense.faiss_search``). Moved to another worker, it travels serialized by FAISS (never pickled as an object),
+    and the setting is applied again there: FAISS's serialization keeps some (nprobe, efSearch), not all
+    (an IVF's max_codes)."""
 
-    def __init__(self, index, offset: int):
-        self.index, self.offset = index, offset
+    def __init__(self, index, offset: int, search: str | None = None):
+        self.index, self.offset, self.search = index, offset, search
 
     def __reduce__(self):
         import faiss
 
-        return _deserialize, (faiss.serialize_index(_on_cpu(self.index)), self.offset)
+        return _deserialize, (faiss.serialize_index(_on_cpu(self.index)), self.offset, self.search)
 
 
 def _on_cpu(index):
@@ -64,10 +66,12 @@ def _on_cpu(index):
         else index
 
 
-def _deserialize(data: np.ndarray, offset: int) -> DenseShard:
+def _deserialize(data: np.ndarray, offset: int, search: str | None = None) -> DenseShard:
     import faiss
 
-    return DenseShard(faiss.deserialize_index(data), offset)
+    index = faiss.deserialize_index(data)
+    set_search(index, search, "the shard's index")  # applied once already, on the index it was built as
+    return DenseShard(index, offset, search)
 
 
 def _threads() -> None:
@@ -79,20 +83,23 @@ def _threads() -> None:
     faiss.omp_set_num_threads(worker_threads())
 
 
-def load_shard(path: str, start: int, end: int, factory: str, seed: int) -> DenseShard:
+def load_shard(path: str, start: int, end: int, factory: str, seed: int, search: str | None = None) -> DenseShard:
     """Rows [start, end) of a document matrix (``doc_embeddings.npy``, memory-mapped), checked and indexed."""
     matrix = np.load(path, mmap_mode="r", allow_pickle=False)[start:end]
-    return index_shard(np.ascontiguousarray(matrix, dtype=np.float32), start, factory, seed, path)
+    return index_shard(np.ascontiguousarray(matrix, dtype=np.float32), start, factory, seed, search, path)
 
 
-def index_shard(matrix: np.ndarray, start: int, factory: str, seed: int, source: str | None = None) -> DenseShard:
-    """A shard's index over ``matrix`` (its rows are the documents ``start`` ... of the collection)."""
+def index_shard(matrix: np.ndarray, start: int, factory: str, seed: int, search: str | None = None,
+                source: str | None = None) -> DenseShard:
+    """A shard's index over ``matrix`` (its rows are the documents ``start`` ... of the collection): built and
+    searched as one index is (:func:`~retrieval_lab.retrievers.dense.build_index`, ``factory``, ``seed``,
+    ``search``)."""
     bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
     if bad.size:
         raise InputError(f"non-finite values in row {start + int(bad[0])} (document {start + int(bad[0]) + 1})",
                          source)
     _threads()
-    return DenseShard(build_index(matrix, factory, seed), start)
+    return DenseShard(build_index(matrix, factory, seed, search), start, search)
 
 
 def search_shard(shard: DenseShard, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +123,7 @@ def merge_top(parts: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.nd
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
 
 
-class ShardedDense(DenseRetriever):
+class ShardedDense(HeldShards, DenseRetriever):
     """:class:`DenseRetriever` whose document index is ``dense.shards`` FAISS indexes on the workers of a Dask
     cluster (``dense.scheduler``, or a LocalCluster): the same run with ``Flat``. Queries are encoded or looked up
     here, as one process does; only query vectors and top-k lists travel."""
@@ -154,7 +161,7 @@ class ShardedDense(DenseRetriever):
         def submit(client, k, span):
             from ..core.cluster import task_key
 
-            return client.submit(load_shard, path, *span, dense.faiss_factory, dense.seed,
+            return client.submit(load_shard, path, *span, dense.faiss_factory, dense.seed, dense.faiss_search,
                                  key=task_key("dense-load", k))
         return cls._start(loaded, params, submit, progress, "loaded")
 
@@ -188,7 +195,7 @@ class ShardedDense(DenseRetriever):
             from ..core.cluster import task_key
 
             return client.submit(index_shard, matrix[span[0]:span[1]], span[0], dense.faiss_factory, dense.seed,
-                                 key=task_key("dense-index", k))
+                                 dense.faiss_search, key=task_key("dense-index", k))
         sharded = cls._start(embeddings, params, submit, progress, "indexed", connected)
         sharded._encoder = encoder
         return sharded
@@ -223,19 +230,3 @@ class ShardedDense(DenseRetriever):
         parts = gather([self.client.submit(search_shard, shard, queries, k, key=task_key("dense-search", i))
                         for i, shard in enumerate(self.shards)], self.progress, "searched")
         return merge_top(parts, k)
-
-    @contextlib.contextmanager
-    def quiet(self) -> Iterator[None]:
-        """No progress lines in this block (the timing pass searches one query at a time)."""
-        progress, self.progress = self.progress, None
-        try:
-            yield
-        finally:
-            self.progress = progress
-
-    def close(self) -> None:
-        """Drop the shards and leave the cluster (a LocalCluster this retriever started stops)."""
-        self.shards = []
-        if self._resources is not None:
-            self._resources.close()
-            self._resources = None
