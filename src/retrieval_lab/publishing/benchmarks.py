@@ -671,7 +671,8 @@ def scale_section(result: dict | None, results_dir: str) -> list[str]:
                        "in its own cluster, which an IVF index with about as many lists finds whole (hence its "
                        "recall), while a graph index meets the worst case of high-dimensional noise inside a "
                        "cluster. Real embeddings sit between the two: tune `nprobe` or `efSearch` on your own "
-                       "queries against Flat before trusting an approximate index (`dense.faiss_factory`).")]
+                       "queries against Flat before trusting an approximate index (`dense.faiss_factory`, "
+                       "searched with `dense.faiss_search`).")]
     return lines
 
 
