@@ -318,7 +318,8 @@ def test_finetune_peers_section(report):
                for name, seconds, mean in (("ours-hard", 800.0, 0.7125), ("st-mnrl", 1000.0, 0.7200))]
     comparison = {"ours": "ours-hard", "peer": "st-mnrl", "measure": "nDCG@10", "stratum": "all", "queries": 300,
                   "mean_difference": 0.0075, "ci_low": -0.02, "ci_high": 0.035, "verdict": "no significant difference"}
-    peers = {"rows": [{"contender": c, "seed": s} for c in ("ours-hard", "st-mnrl") for s in (42, 43)]
+    peers = {"rows": [{"contender": c, "seed": s, "load_before": [2.0 + s - 42, 0, 0], "load_after": [2.04, 0, 0]}
+                      for c in ("ours-hard", "st-mnrl") for s in (42, 43)]
              + [{"contender": "st-mnrl", "seed": 44}], "finished": True,
              "machine": {"cpu": "AMD EPYC", "usable_cores": 2}, "overrides": ["train.bf16=true"],
              "st": {"batch": 8, "lr": 5e-5, "epochs": 3, "tuned_lrs": [1e-5]}, "strata": {"all": 300, "seen": 168,
@@ -328,7 +329,7 @@ def test_finetune_peers_section(report):
                         "high": 0.02, "time_ratio": 0.8, "quality_met": False, "time_met": True, "met": False}]}
     md = report.build_report({}, {}, "r", None, [], MACHINE, "now", peers=peers)
     assert _rows(md, "ours, `train@hard`")[0][1:] == ["42, 43", "0.7125 ± 0.0100", "0.7325 ± 0.0200", "0.6925",
-                                                      "0.9500 ± 0.0000", "800", "2,048"]
+                                                      "0.9500 ± 0.0000", "800", "2,048", "2.0 → 2.0; 3.0 → 2.0"]
     assert _rows(md, "st-mnrl")[0][1:] == ["ours-hard", "nDCG@10", "all (300)", "+0.0075", "[-0.0200, +0.0350]",
                                            "no significant difference"]
     assert _rows(md, "ours-hard")[-1][1:] == ["st-mnrl", "-0.0075", "[-0.0350, +0.0200]", "0.80x",
@@ -380,3 +381,7 @@ def test_the_backend_run_has_its_own_heading_and_command():
     assert ("--seeds 42 --only st-backend ours-hard --json bench-results/finetune-backend.json`" in md
             and "--seeds 42 43 44" not in md)
     assert "**Partial**: 2 of the 5 contenders" in md  # never a judged goal: not the five contenders
+    backend["rows"][0].update(load_before=[4.31, 4.4, 3.8], load_after=[2.16, 2.1, 2.4])
+    row = next(line for line in "\n".join(benchmarks.peers_lines(backend, "bench-results")).splitlines()
+               if line.startswith("| `train@hard`, `train.backend"))
+    assert row.endswith("| 4.3 → 2.2 |")  # the load each run met, so a shared machine's time reads as such

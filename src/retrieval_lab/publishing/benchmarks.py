@@ -562,6 +562,12 @@ def _spread_cell(cell: dict) -> str:
     return f"{cell['mean']:.4f}" + (f" ± {cell['sd']:.4f}" if cell.get("sd") is not None else "")
 
 
+def _loads(rows: list[dict], contender: str) -> str:
+    """Each of the contender's runs' 1-minute load average at its start and end ("" where not recorded)."""
+    return "; ".join(f"{r['load_before'][0]:.1f} → {r['load_after'][0]:.1f}" for r in rows
+                     if r.get("contender") == contender and "load_before" in r and "load_after" in r)
+
+
 def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> list[str]:
     """The peers bench: each contender's test figures over its seeds, time and memory, the paired family."""
     from retrieval_lab.comparison import Family, interval_text
@@ -592,12 +598,15 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> 
                    + ". The goal below is **not judged**: it is against the best of every contender over "
                    f"{PEER_SEEDS} seeds."), ""]
     header = ["contender", "seeds", "nDCG@10 all", f"seen ({strata.get('seen', 0)})",
-              f"unseen ({strata.get('unseen', 0)})", "R@100 all", "wall s (mean)", "peak MiB"]
+              f"unseen ({strata.get('unseen', 0)})", "R@100 all", "wall s (mean)", "peak MiB",
+              "load before → after"]
     rows = [[PEER_LABELS.get(r["contender"], r["contender"]), ", ".join(map(str, r["seeds"])),
              *[_spread_cell(r[k]) if k in r else "" for k in ("nDCG@10 all", "nDCG@10 seen", "nDCG@10 unseen",
                                                                "R@100 all")],
-             _num(r["seconds"]), _mib(r["peak_mb"])] for r in peers["summary"]]
-    lines += _table(header, rows, "|---|---|---:|---:|---:|---:|---:|---:|")
+             _num(r["seconds"]), _mib(r["peak_mb"]), _loads(peers["rows"], r["contender"])] for r in peers["summary"]]
+    lines += _table(header, rows, "|---|---|---:|---:|---:|---:|---:|---:|---|")
+    lines += ["", ("The load column: the machine's 1-minute load average when each (contender, seed) started and "
+                   "ended; on 2 cores, above 2 means other work shared them, and its wall time is not comparable.")]
     family = Family.from_json(peers["family"])
     lines += ["", (f"Paired: each query's mean over the seeds, sentence-transformers contender − ours; "
                    f"{family.family_level:.0%} simultaneous intervals across the {family.size} comparisons "
