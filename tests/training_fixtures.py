@@ -62,6 +62,17 @@ def toy(tmp_path):
     return dataset_dir, negatives, data
 
 
+def tiny_params_file(folder: Path, train: str) -> tuple[Path, Path]:
+    """A saved tiny model and a params.yaml naming it, with ``train`` (a YAML flow mapping) as its train section:
+    (model folder, params file), for the CLI tests."""
+    model_dir = folder / "tiny"
+    tiny_encoder().save(model_dir)
+    params = folder / "params.yaml"
+    params.write_text(f"dense: {{models: {{dense: '{model_dir}'}}, batch_size: 8, max_seq_length: 16}}\n"
+                      f"train: {train}\nevaluate: {{measures: [nDCG@10, R@10]}}\n")
+    return model_dir, params
+
+
 TINY = TrainParams(seed=3, max_steps=4, batch_size=2, lr=1e-3, max_seq_length=16, select="last")
 
 

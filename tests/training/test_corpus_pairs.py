@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 from beir_fixtures import write_beir
-from training_fixtures import TINY, _spec, tiny_encoder
+from training_fixtures import TINY, _spec, tiny_encoder, tiny_params_file
 
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.core.errors import InputError
@@ -184,17 +184,13 @@ def test_train_command_with_pseudo_pairs_and_an_old_checkpoint(toy, tmp_path, ca
     from retrieval_lab.cli import main
 
     dataset_dir, negatives, _ = toy
-    model_dir = tmp_path / "tiny"
-    tiny_encoder().save(model_dir)
-    (tmp_path / "params.yaml").write_text(
-        f"dense: {{models: {{dense: '{model_dir}'}}, batch_size: 8, max_seq_length: 16}}\n"
-        "train: {seed: 3, epochs: 1, batch_size: 5, lr: 1.0e-3, max_seq_length: 16, select: last}\n"
-        "evaluate: {measures: [nDCG@10, R@10]}\n")
+    _, params = tiny_params_file(tmp_path, "{seed: 3, epochs: 1, batch_size: 5, lr: 1.0e-3, max_seq_length: 16, "
+                                           "select: last}")
 
     def args(name: str) -> list[str]:
         return ["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
                 "--model-out", str(tmp_path / name), "--embeddings-out", str(tmp_path / f"{name}-emb"),
-                "--live-dir", str(tmp_path / f"{name}-live"), "--params", str(tmp_path / "params.yaml"), "--no-progress"]
+                "--live-dir", str(tmp_path / f"{name}-live"), "--params", str(params), "--no-progress"]
 
     pseudo = ["--set", "train.variants.hard.corpus_queries=4", "--set", "train.variants.hard.corpus_query_kind=title"]
     assert main(args("m") + pseudo) == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from training_fixtures import TINY, tiny_encoder
+from training_fixtures import TINY, tiny_encoder, tiny_params_file
 
 from retrieval_lab import training
 from retrieval_lab.cli import main
@@ -148,16 +148,12 @@ def test_what_the_backend_cannot_do_is_refused_before_training(toy, tmp_path):
 
 def test_the_cli_refuses_a_checkpointed_run_in_one_line(toy, tmp_path, capsys):
     dataset_dir, negatives, _ = toy
-    model_dir = tmp_path / "tiny"
-    tiny_encoder().save(model_dir)
-    (tmp_path / "params.yaml").write_text(
-        f"dense: {{models: {{dense: '{model_dir}'}}, batch_size: 8, max_seq_length: 16}}\n"
-        "train: {seed: 3, epochs: 2, batch_size: 2, lr: 1.0e-3, max_seq_length: 16, select: last, "
-        "backend: sentence-transformers}\nevaluate: {measures: [nDCG@10, R@10]}\n")
+    _, params = tiny_params_file(tmp_path, "{seed: 3, epochs: 2, batch_size: 2, lr: 1.0e-3, max_seq_length: 16, "
+                                           "select: last, backend: sentence-transformers}")
     capsys.readouterr()  # the tiny model's save
     code = main(["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
                  "--model-out", str(tmp_path / "m"), "--embeddings-out", str(tmp_path / "e"), "--live-dir",
-                 str(tmp_path / "l"), "--params", str(tmp_path / "params.yaml"), "--no-progress", "--stop-after", "2"])
+                 str(tmp_path / "l"), "--params", str(params), "--no-progress", "--stop-after", "2"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "train.backend" in err[0] and "--stop-after" in err[0]
     assert not (tmp_path / "m").exists() and not (tmp_path / "m.checkpoint").exists()
