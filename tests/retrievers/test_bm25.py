@@ -194,58 +194,46 @@ def test_loading_never_unpickles_and_names_the_bad_file(tmp_path):
         BM25Index.load(tmp_path)
 
 
-# ----------------------------------------------------------------------------- pruned search (issue 46)
+# ----------------------------------------------------------------------------- the compiled loop (issue 55)
 
 
 @pytest.fixture
-def always_prune(monkeypatch):
-    """Prune whatever the query's postings: these collections are far below the size where search prunes."""
+def always_kernel(monkeypatch):
+    """Search with the compiled loop whatever the collection's size: these are far below the size that takes it."""
     import retrieval_lab.retrievers.bm25 as bm25_module
 
-    monkeypatch.setattr(bm25_module, "_PRUNE_FROM", 0)
-    monkeypatch.setattr(bm25_module, "_PRUNE_PER_DEPTH", 0)
-    monkeypatch.setattr(bm25_module, "_DENSE_MAX", 0)  # nor a dense vector, which small collections take
+    monkeypatch.setattr(bm25_module, "_KERNEL_FROM", 0)
 
 
 @pytest.fixture
-def always_summed(monkeypatch):
-    """Every query summed term by term into the reused sums (neither a dense vector nor pruning)."""
-    import retrieval_lab.retrievers.bm25 as bm25_module
+def kernel_calls(monkeypatch):
+    """The number of times the compiled loop ran, as a list to read after the searches."""
+    from retrieval_lab.retrievers import _bm25_kernel
 
-    monkeypatch.setattr(bm25_module, "_PRUNE_FROM", 10**12)
-    monkeypatch.setattr(bm25_module, "_DENSE_MAX", 0)
+    calls, real = [], _bm25_kernel.top_rows
+    monkeypatch.setattr(_bm25_kernel, "top_rows", lambda *a: calls.append(1) or real(*a))
+    return calls
 
 
-def test_a_query_is_summed_densely_term_by_term_or_pruned_by_its_postings(monkeypatch):
+def test_a_large_collection_is_searched_by_the_compiled_loop_a_small_one_by_numpy(monkeypatch, kernel_calls):
     import retrieval_lab.retrievers.bm25 as bm25_module
     from retrieval_lab.retrievers.bm25 import query_plan
 
-    texts = {f"d{i}": "common filler" for i in range(2_000)}
-    bm25 = BM25Retriever(_corpus(texts), PLAIN, BM25Params(), FIELDS)
-    plan = query_plan(bm25.index, ["common", "filler"], bm25.stats)  # 4,000 postings
-    calls = []
-    for name in ("scores", "_summed", "_top"):
-        real = getattr(BM25Index, name)
-        monkeypatch.setattr(BM25Index, name, lambda self, *a, real=real, name=name: calls.append(name) or real(self, *a))
-    bm25.index.top(plan, bm25._norm, depth=10)
-    assert calls == ["scores"]  # 4,000 x 5 > 2,000 documents: one dense vector
-    monkeypatch.setattr(bm25_module, "_DENSE_MAX", 1_999)  # a collection too large for a dense vector
-    bm25.index.top(plan, bm25._norm, depth=10)
-    assert calls[1:] == ["_summed"]  # 4,000 < max(16,384, 256 x 10)
-    monkeypatch.setattr(bm25_module, "_PRUNE_FROM", 4_000)
-    bm25.index.top(plan, bm25._norm, depth=10)
-    assert calls[2:] == ["_top"]  # 4,000 >= max(4,000, 2,560)
-    bm25.index.top(plan, bm25._norm, depth=16)
-    assert calls[3:] == ["_summed"]  # 4,000 < 256 x 16
+    bm25 = BM25Retriever(_corpus({f"d{i}": "common filler" for i in range(2_000)}), PLAIN, BM25Params(), FIELDS)
+    plan = query_plan(bm25.index, ["common", "filler"], bm25.stats)
+    monkeypatch.setattr(bm25_module, "_KERNEL_FROM", 2_001)
+    numpy_rows, numpy_values = bm25.index.top(plan, bm25._norm, depth=10)
+    assert kernel_calls == [] and len(numpy_rows) == 2_000  # NumPy: every document, top_k cuts
+    monkeypatch.setattr(bm25_module, "_KERNEL_FROM", 2_000)
+    rows, values = bm25.index.top(plan, bm25._norm, depth=10)
+    assert len(kernel_calls) >= 1  # the 2,000 tie: every one kept, after a retry with more room than 4 x 10
+    assert sorted(rows.tolist()) == numpy_rows.tolist() and values.tobytes() == numpy_values[rows].tobytes()
 
 
-def test_pruning_by_hand_reads_only_the_rare_terms_documents(always_prune):
-    """"rare common" at depth 1 over ten documents that all hold "common", one of them "rare" too.
-
-    idf(rare) = ln(1 + 9.5 / 1.5) = 1.99, idf(common) = ln(1 + 0.5 / 10.5) = 0.0465: once "rare" is
-    scored, d3's partial sum (1.99 * 2 / (2 + ...) > 0.4) passes the bound of "common" (0.0465),
-    so no other document can reach the cut and "common" is read at d3 only.
-    """
+def test_the_compiled_loop_by_hand_keeps_the_best_document_and_every_tie_at_the_cut(always_kernel, kernel_calls):
+    """"rare common" over ten documents that all hold "common", d3 "rare" too (idf(rare) = ln(1 + 9.5 / 1.5),
+    idf(common) = ln(1 + 0.5 / 10.5)): at depth 1 only d3; at depth 2 the nine others tie at the cut, all kept
+    (ten candidates: more than the 8 a depth of 2 has room for, so the loop runs again with twice the room)."""
     from retrieval_lab.retrievers.bm25 import query_plan
 
     texts = {f"d{i}": "common filler" for i in range(10)}
@@ -253,13 +241,13 @@ def test_pruning_by_hand_reads_only_the_rare_terms_documents(always_prune):
     bm25 = BM25Retriever(_corpus(texts), PLAIN, BM25Params(), FIELDS)
     plan = query_plan(bm25.index, ["rare", "common"], bm25.stats)
     rows, values = bm25.index.top(plan, bm25._norm, depth=1)
-    assert rows.tolist() == [3]
-    all_rows, all_values = bm25.index.scores(plan, bm25._norm)
-    assert len(all_rows) == 10
-    assert values[0] == all_values[all_rows.tolist().index(3)]  # the same bits, not merely close
-    # at depth 2 the ten tie on "common" alone after d3: nothing can be pruned
-    rows, _ = bm25.index.top(plan, bm25._norm, depth=2)
-    assert sorted(rows.tolist()) == list(range(10))
+    assert rows.tolist() == [3] and kernel_calls == [1]
+    norm = 1.2 * (1 - 0.75 + 0.75 * 2 / 2)  # every document 2 tokens long: |d| / avgdl = 1
+    rare, common = math.log(1 + 9.5 / 1.5), math.log(1 + 0.5 / 10.5)
+    assert values.tolist() == [rare * 1 / (norm + 1) + common * 1 / (norm + 1)]  # plan order: "common" has id 0
+    rows, values = bm25.index.top(plan, bm25._norm, depth=2)
+    assert sorted(rows.tolist()) == list(range(10)) and len(kernel_calls) == 3  # ran full once, then fitted
+    assert sorted(values.tolist()) == [common * 1 / (norm + 1)] * 9 + [values.max()]
 
 
 def _tied_texts(n: int) -> dict[str, Doc]:
@@ -272,20 +260,24 @@ def _tied_texts(n: int) -> dict[str, Doc]:
     return {f"d{i:04d}": Doc(f"d{i:04d}", "", rng.choice(made)) for i in range(n)}
 
 
-def test_pruned_search_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(always_prune):
-    """Against :meth:`BM25Index.scores` cut by ``top_k``: the same documents, order and float bits, ties at the cut
-    included, for queries of 1 to 8 terms (repeats too) and depths from 1 to past the collection; and pruning
-    happened (fewer candidates than documents scored) for most of them."""
+@pytest.mark.parametrize("repeat_word", [1, 300])  # 300: term frequencies past uint8, the index holds uint16
+def test_the_compiled_loop_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(always_kernel, kernel_calls,
+                                                                              repeat_word):
+    """Against :meth:`BM25Index.scores` (NumPy) cut by ``top_k``: the same documents, order and float bits, ties at
+    the cut included, for queries of 1 to 8 terms (repeats too) and depths from 1 to past the collection; and
+    the reused sums left at zero after each query."""
     import random
 
     from retrieval_lab.retrievers.base import top_k
     from retrieval_lab.retrievers.bm25 import query_plan
 
     corpus = _tied_texts(600)
+    corpus["d0007"] = Doc("d0007", "", " ".join(["zeta"] * repeat_word + ["w3"]))
     bm25 = BM25Retriever(corpus, PLAIN, BM25Params(k1=0.9, b=0.4), FIELDS)
+    assert bm25.index.tf.dtype == (np.uint8 if repeat_word == 1 else np.uint16)
     rng = random.Random(5)
     words = [f"w{i}" for i in range(25)] + ["zeta", "rho", "unknown"]
-    pruned = compared = 0
+    compared = 0
     for _ in range(150):
         query = " ".join(rng.choices(words, k=rng.randint(1, 8)))
         plan = query_plan(bm25.index, bm25._tokenize(query), bm25.stats)
@@ -295,30 +287,8 @@ def test_pruned_search_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(alwa
             got = list(bm25.ranked(query, depth).items())
             assert got == expected, (query, depth)
             compared += 1
-            pruned += len(bm25.index.top(plan, bm25._norm, depth)[0]) < len(rows)
-    assert compared == 750 and pruned > 300
-
-
-def test_summed_search_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(always_summed):
-    """The term-by-term sums into reused arrays against :meth:`BM25Index.scores` cut by ``top_k`` (its dense
-    vector): the same documents, order and float bits, and the reused sums left at zero after each query."""
-    import random
-
-    from retrieval_lab.retrievers.base import top_k
-    from retrieval_lab.retrievers.bm25 import query_plan
-
-    corpus = _tied_texts(600)
-    bm25 = BM25Retriever(corpus, PLAIN, BM25Params(k1=0.9, b=0.4), FIELDS)
-    rng = random.Random(6)
-    words = [f"w{i}" for i in range(25)] + ["zeta", "rho", "unknown"]
-    for _ in range(60):
-        query = " ".join(rng.choices(words, k=rng.randint(1, 8)))
-        plan = query_plan(bm25.index, bm25._tokenize(query), bm25.stats)
-        rows, values = bm25.index.scores(plan, bm25._norm)
-        for depth in (1, 10, 1000):
-            expected = list(top_k(values, bm25.doc_ids, depth, positive_only=True, rows=rows).items())
-            assert list(bm25.ranked(query, depth).items()) == expected, (query, depth)
-    assert not bm25.index._local.scratch.exact.any()
+        assert not bm25.index._local.scratch[0].any()
+    assert compared == 750 and len(kernel_calls) >= 700  # every query the index knows a term of
 
 
 def test_workers_split_the_queries_and_give_the_same_run_bytes(monkeypatch):
@@ -337,11 +307,14 @@ def test_workers_split_the_queries_and_give_the_same_run_bytes(monkeypatch):
     assert BM25Retriever(corpus, PLAIN, BM25Params(workers=3), FIELDS).search({"q": "w1"}, 5) == \
         BM25Retriever(corpus, PLAIN, BM25Params(), FIELDS).search({"q": "w1"}, 5)  # one query: no fork
     assert forked == [2]
+    monkeypatch.setattr(bm25_module, "_KERNEL_FROM", 0)  # the compiled loop, prepared before the fork
+    assert format_run(BM25Retriever(corpus, PLAIN, BM25Params(workers=2), FIELDS).search(queries, 20),
+                      "bm25") == expected
 
 
 @pytest.mark.scifact
-def test_scifact_pruned_run_is_the_exhaustive_run(scifact_dir, always_prune):
-    """Every SciFact query (1,109) at depths 10 and 1,000: the pruned search gives the exhaustive sum's run."""
+def test_scifact_run_of_the_compiled_loop_is_the_exhaustive_run(scifact_dir, always_kernel):
+    """Every SciFact query (1,109) at depths 10 and 1,000: the compiled loop gives NumPy's exhaustive sum's run."""
     from retrieval_lab.core.params import Params
     from retrieval_lab.retrievers.base import top_k
     from retrieval_lab.runs import format_run
@@ -356,8 +329,8 @@ def test_scifact_pruned_run_is_the_exhaustive_run(scifact_dir, always_prune):
         assert format_run(bm25.search(queries, depth), "bm25") == format_run(expected, "bm25")
 
 
-def test_threads_searching_one_retriever_get_the_sequential_run(always_prune):
-    """Each thread has its own scratch arrays: shared ones would mix two queries' sums."""
+def test_threads_searching_one_retriever_get_the_sequential_run(always_kernel):
+    """Each thread has its own sums (the loop releases the GIL): shared ones would mix two queries' sums."""
     from concurrent.futures import ThreadPoolExecutor
 
     corpus = _tied_texts(400)
@@ -369,26 +342,23 @@ def test_threads_searching_one_retriever_get_the_sequential_run(always_prune):
     assert got == expected * 3
 
 
-def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(always_prune, monkeypatch):
-    import retrieval_lab.retrievers.bm25 as bm25_module
+def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(always_kernel, monkeypatch):
+    from retrieval_lab.retrievers import _bm25_kernel
 
     corpus = _tied_texts(300)
     bm25 = BM25Retriever(corpus, PLAIN, BM25Params(), FIELDS)
     query = "w1 w2 w3 zeta rho"
     expected = bm25.ranked(query, 5)
-    real, calls = bm25_module._accumulate, []
+    real = _bm25_kernel.top_rows
 
-    def failing(sums, rows, impacts):
-        calls.append(1)
-        fresh = real(sums, rows, impacts)
-        if len(calls) == 2:
-            raise KeyboardInterrupt  # after the partial sums were written
-        return fresh
+    def interrupted(indptr, docs, tf, norm, terms, idfs, repeats, depth, sums, rows, values):
+        sums[docs[indptr[terms[0]]:indptr[terms[0] + 1]]] += 1.0  # the partial sums of the first term, then stopped
+        raise KeyboardInterrupt
 
-    monkeypatch.setattr(bm25_module, "_accumulate", failing)
+    monkeypatch.setattr(_bm25_kernel, "top_rows", interrupted)
     with pytest.raises(KeyboardInterrupt):
         bm25.ranked(query, 5)
-    monkeypatch.setattr(bm25_module, "_accumulate", real)
+    monkeypatch.setattr(_bm25_kernel, "top_rows", real)
     assert bm25.ranked(query, 5) == expected
 
 

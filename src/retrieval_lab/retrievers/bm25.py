@@ -9,9 +9,8 @@ the shards first: see ``bm25_sharded.py``). Built in one pass over any iterable 
 (id, text) in chunks, merged into the final arrays; saved as ``.npy`` arrays read back
 memory-mapped with ``allow_pickle=False`` and JSON lists (vocabulary, ids): nothing is unpickled.
 
-A search keeps each query's top ``depth`` (:meth:`BM25Index.top`: by the postings the query reads, one
-dense vector, sums into reused arrays, or MaxScore pruning term at a time) and returns the scores an
-exhaustive sum gives, bit for bit; with
+A search keeps each query's top ``depth`` (:meth:`BM25Index.top`: NumPy on a small collection, a compiled
+loop on a large one) and returns the scores an exhaustive sum gives, bit for bit; with
 ``bm25.workers`` > 1 forked processes share the memory-mapped index and split the queries.
 """
 
@@ -38,14 +37,10 @@ from ..runs import Run
 from ..tokenizer import Tokenizer
 from .base import top_k
 
-_DENSE_SHARE = 5  # a query reading more postings than 1/5 of the documents is summed into one dense vector,
-_DENSE_MAX = 1 << 21  # on a collection this small at most (a larger one's vector costs more than pruning)
-_SLACK = 1e-9  # relative margin of each pruning test: far above the rounding of a sum taken in another order
-_THRESHOLD_SAMPLE = 50_000  # partial sums the cut is estimated from: the rarest terms' documents come first
-# a query reading fewer postings than max(_PRUNE_FROM, _PRUNE_PER_DEPTH * depth) is summed exhaustively:
-# pruning's bookkeeping costs more than it saves there (1M and 8.8M MS MARCO-shaped passages, lab notes
-# 2026-12-04, issues 46 and 55)
-_PRUNE_FROM, _PRUNE_PER_DEPTH = 16_384, 256
+_DENSE_SHARE = 5  # NumPy path: a query reading more postings than 1/5 of the documents is summed into one dense vector
+# collections of at least this many documents are searched by the compiled loop (_bm25_kernel: 3x NumPy's speed
+# on 1M passages); smaller ones by NumPy, sparing the process numba's import (0.15 s, 65 MiB) where a query is cheap
+_KERNEL_FROM = 1 << 17
 _MEMO_LIMIT = 2_000_000  # distinct pieces of text remembered by the build before its memo starts afresh
 _GROUP = 8_192  # pieces of text held as strings at once by the build
 _UNMET = np.iinfo(np.int32).min  # the code of a piece not met yet
@@ -167,40 +162,6 @@ def _impacts(weight, repeats, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
     if np.any(np.asarray(repeats) != 1):
         impacts *= repeats
     return impacts
-
-
-def _accumulate(sums: np.ndarray, rows: np.ndarray, impacts: np.ndarray) -> np.ndarray:
-    """sums[rows] += impacts (rows distinct), and the rows whose sum was still 0: met for the first time."""
-    current = sums[rows]
-    fresh = rows[current == 0]
-    current += impacts
-    sums[rows] = current
-    return fresh
-
-
-def _threshold(partial: np.ndarray, found: list[np.ndarray], depth: int) -> float:
-    """A lower bound on the ``depth``-th best final score: the ``depth``-th best partial sum among the first
-    ``_THRESHOLD_SAMPLE`` documents found (any subset's is a lower bound), less the margin."""
-    sample, n = [], 0
-    for rows in found:
-        sample.append(rows[:_THRESHOLD_SAMPLE - n])
-        n += len(sample[-1])
-        if n >= _THRESHOLD_SAMPLE:
-            break
-    values = partial[np.concatenate(sample)]
-    if values.size < depth:
-        return 0.0
-    return float(np.partition(values, values.size - depth)[values.size - depth]) * (1 - _SLACK)
-
-
-class _Scratch:
-    """Per-document arrays reused query after query, all zero (False) between queries; one set per index and
-    thread (a forked worker writes its own copy)."""
-
-    def __init__(self, n: int):
-        self.partial = np.zeros(n)  # [N] sums in pruning order: bounds only, never returned
-        self.exact = np.zeros(n)  # [N] sums in plan order: the scores returned
-        self.chosen = np.zeros(n, dtype=bool)  # [N] the candidates left after pruning
 
 
 @dataclass(frozen=True)
@@ -327,92 +288,41 @@ class BM25Index:
         """(rows, scores) holding every document whose score reaches the ``depth``-th best (ties too), each
         with the bits :meth:`scores` gives it; other documents may come along (``top_k`` cuts them).
 
-        Three ways, by the postings P the query reads (measured on MS MARCO-shaped collections of 1M and
-        8.8M passages at depths 100 and 1,000: lab notes, 2026-12-04, issue 55): P above a fifth of a
-        collection of at most 2M documents, one dense vector (:meth:`scores`); P of at least
-        max(16,384, 256 x depth), pruned (:meth:`_top`); otherwise every posting, summed term by term
-        into reused sums (:meth:`_summed`), which needs no array the size of the collection.
+        On a collection of at least ``_KERNEL_FROM`` documents, the compiled loop of ``_bm25_kernel`` (its
+        impacts must be positive, as BM25's idf keeps them); otherwise, or with a weight not above 0,
+        :meth:`scores`.
         """
-        if not plan or depth < 1 or any(not weight > 0 for _, weight, _ in plan):
-            return self.scores(plan, norm)  # pruning needs positive impacts: a zero sum marks an unseen document
-        postings, n = sum(self.df(term) for term, _, _ in plan), len(self.doc_ids)
-        if postings * _DENSE_SHARE > n and n <= _DENSE_MAX:
+        if not plan or depth < 1 or len(self.doc_ids) < _KERNEL_FROM or any(not weight > 0 for _, weight, _ in plan):
             return self.scores(plan, norm)
+        from ._bm25_kernel import top_rows
+
+        scratch = self._scratch(depth)
+        terms, idfs, repeats = (np.array(column) for column in zip(*plan))
+        try:
+            while (found := top_rows(self._indptr, self._docs, self._tf, norm, terms, idfs,
+                                     repeats.astype(np.float64), depth, *scratch)) < 0:
+                scratch = self._local.scratch = (scratch[0], np.empty(2 * len(scratch[1]), np.int32),
+                                                 np.empty(2 * len(scratch[2])))  # more ties than room
+        except BaseException:
+            self._local.scratch = None  # maybe left part-written: the next query starts from fresh zeros
+            raise
+        return scratch[1][:found].copy(), scratch[2][:found].copy()
+
+    def _scratch(self, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This thread's (sums [N], all zero between queries; candidate rows and values, room for 4 x depth)."""
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
-            scratch = self._local.scratch = _Scratch(n)
-        try:
-            if postings < max(_PRUNE_FROM, _PRUNE_PER_DEPTH * depth):
-                return self._summed(scratch, plan, norm)  # too few postings to repay pruning's bookkeeping
-            return self._top(scratch, plan, norm, depth)
-        except BaseException:
-            self._local.scratch = None  # left part-written: the next query starts from fresh zeros
-            raise
+            scratch = (np.zeros(len(self.doc_ids)), np.empty(0, np.int32), np.empty(0))
+        if len(scratch[1]) < 4 * depth:
+            scratch = (scratch[0], np.empty(4 * depth, np.int32), np.empty(4 * depth))
+        self._local.scratch = scratch
+        return scratch
 
-    def _summed(self, scratch: _Scratch, plan: list[tuple[int, float, int]],
-                norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`scores` term by term into the scratch sums (positive impacts: a sum still 0 marks a document
-        not met yet), in plan order: the same bits, without a temporary array the size of the collection."""
-        found = [_accumulate(scratch.exact, *self._postings(term, weight, repeats, norm))
-                 for term, weight, repeats in plan]
-        candidates = np.concatenate(found) if len(found) > 1 else found[0]
-        values = scratch.exact[candidates]
-        scratch.exact[candidates] = 0
-        return candidates, values
-
-    def _top(self, scratch: _Scratch, plan: list[tuple[int, float, int]], norm: np.ndarray,
-             depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """MaxScore (Turtle and Flood, 1995), term at a time: a term's impacts stay below its bound
-        idf * repeats, as tf / (tf + norm) < 1. Terms are scored whole from the rarest up, into
-        partial sums, until the bounds of the terms left sum below theta, the ``depth``-th best
-        partial sum: a document no scored term holds cannot reach the cut, nor one whose partial
-        sum plus those bounds stays below theta. The documents left are summed again in plan order
-        (the order :meth:`scores` adds in), the terms left read only at those documents. Each test
-        keeps a relative margin (``_SLACK``) far above the rounding of sums taken in another order.
-        """
-        lengths = [self.df(term) for term, _, _ in plan]
-        order = sorted(range(len(plan)), key=lambda i: (lengths[i], i))  # rarest first: the highest bounds
-        bounds = [plan[i][1] * plan[i][2] for i in order]
-        left = [math.fsum(bounds[j + 1:]) for j in range(len(order))]  # bounds of the terms after the j-th
-        found: list[np.ndarray] = []  # per scored term: the documents it is the first to hold
-        count, theta, scored = 0, 0.0, {}
-        for j, i in enumerate(order):
-            rows, impacts = scored[i] = self._postings(*plan[i], norm)
-            found.append(_accumulate(scratch.partial, rows, impacts))
-            count += len(found[-1])
-            if left[j] == 0:
-                break
-            if count >= depth and left[j] < math.fsum(bounds[:j + 1]):  # theta could pass the bounds left
-                theta = max(theta, _threshold(scratch.partial, found, depth))
-                if left[j] * (1 + _SLACK) < theta:
-                    break
-        touched = np.concatenate(found) if len(found) > 1 else found[0]
-        if len(scored) == len(plan):  # nothing pruned: every touched document, summed again in plan order
-            candidates = touched
-            scratch.partial[touched] = 0
-            for i in range(len(plan)):
-                _accumulate(scratch.exact, *scored[i])
-        else:
-            keep = (scratch.partial[touched] + left[len(scored) - 1]) * (1 + _SLACK) >= theta
-            candidates = touched[keep]
-            scratch.partial[touched] = 0
-            scratch.chosen[candidates] = True
-            for i, (term, weight, repeats) in enumerate(plan):
-                if i in scored:
-                    rows, impacts = scored[i]
-                    hit = scratch.chosen[rows]
-                    rows, impacts = rows[hit], impacts[hit]
-                else:  # a term left: its postings read at the candidates only
-                    a, b = self._span(term)
-                    all_rows = self._docs[a:b]
-                    hit = np.flatnonzero(scratch.chosen[all_rows])
-                    rows = all_rows[hit]
-                    impacts = _impacts(weight, repeats, self._tf[a:b][hit], norm[rows])
-                _accumulate(scratch.exact, rows, impacts)
-            scratch.chosen[candidates] = False
-        values = scratch.exact[candidates]
-        scratch.exact[candidates] = 0
-        return candidates, values
+    def prepare_search(self) -> None:
+        """Compile (or load from numba's cache) the search loop for this index's arrays, once per process: done
+        before forking, each worker inherits it instead of compiling its own."""
+        if len(self.doc_ids) >= _KERNEL_FROM and len(self.terms):
+            self.top([(0, 1.0, 1)], np.ones(len(self.doc_ids)), 1)
 
     # ------------------------------------------------------------------------- files
 
@@ -645,6 +555,7 @@ def _search_forked(retriever: BM25Retriever, queries: dict[str, str], depth: int
     from concurrent.futures.process import BrokenProcessPool
 
     global _FORKED
+    retriever.index.prepare_search()  # compiled once here, not once in each worker
     items = list(queries.items())
     size = max(1, min(64, len(items) // (workers * 8)))  # small chunks: a slow query delays no worker long
     chunks = [items[i:i + size] for i in range(0, len(items), size)]

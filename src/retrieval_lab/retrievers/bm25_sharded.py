@@ -246,7 +246,7 @@ def search_shard(index: Shard | BM25Index, plans: dict[str, Plan], stats: IndexS
     vocab, run = index.vocab, {}
     for qid, plan in plans.items():
         local = [(vocab[t], weight, r) for t, weight, r in plan if t in vocab]
-        rows, values = index.top(local, norm, depth)  # pruned, the same bits as the exhaustive sum
+        rows, values = index.top(local, norm, depth)  # the same bits as the exhaustive sum
         run[qid] = top_k(values, index.doc_ids, depth, positive_only=True, rows=rows)
     return run
 
