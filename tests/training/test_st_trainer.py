@@ -130,9 +130,7 @@ def test_what_the_backend_cannot_do_is_refused_before_training(toy, tmp_path):
         params.train, variants={**params.train.variants, "q": TrainVariant("hard", 0.05, side="query")}))
     cases = [(query_side, {"variant": "q", "base": tmp_path}, "trains the query side"),
              (dataclasses.replace(params, train=dataclasses.replace(params.train, loss="symmetric_nce")), {},
-              "MultipleNegativesRankingLoss"),
-             (params, {"stop_after": 2}, "--stop-after and --resume"),
-             (params, {"resume": tmp_path / "state.pt"}, "--stop-after and --resume")]
+              "MultipleNegativesRankingLoss")]
     for case, kwargs, words in cases:
         with pytest.raises(InputError, match=words) as caught:
             run(case, **kwargs)
@@ -141,19 +139,63 @@ def test_what_the_backend_cannot_do_is_refused_before_training(toy, tmp_path):
     with pytest.raises(InputError, match=r"unknown train.backend 'keras' \(choices: retrieval-lab, "
                                          r"sentence-transformers\)"):
         TrainSpec.from_params(dataclasses.replace(TINY, backend="keras"), "hard")
-    with pytest.raises(InputError, match="check-resume checks the retrieval-lab backend"):
-        training.check_resume(tiny_encoder, toy[2], TrainSpec.from_params(dataclasses.replace(TINY, backend=ST),
-                                                                           "hard"), 2, tmp_path)
 
 
-def test_the_cli_refuses_a_checkpointed_run_in_one_line(toy, tmp_path, capsys):
+def test_a_run_stopped_and_resumed_equals_the_straight_run_bit_for_bit(toy, tmp_path):
+    """check-resume with this backend: the trainer's optimizer, schedule, RNG and sampler position carried in
+    state.pt; the resumed losses and weights are the straight run's exactly (CPU)."""
+    spec = TrainSpec.from_params(dataclasses.replace(TINY, backend=ST, max_steps=5), "hard")
+    report = training.check_resume(tiny_encoder, toy[2], spec, 2, tmp_path)
+    assert report["passed"] and report["backend"] == ST and report["max_abs_param_diff"] == 0.0
+    assert set(report["checks"]) == {"stopped_at_checkpoint", "same_step_count", "identical_losses",
+                                     "parameters_bitwise_equal"}  # no query ids in this trainer's history
+    assert report["first_part_losses"] == report["straight_losses"][:2]
+    assert report["resumed_losses"] == report["straight_losses"] and len(set(report["straight_losses"])) == 5
+    state = torch.load(tmp_path / "state.pt", weights_only=True)  # tensors and plain data only
+    assert state["optimizer"].dtype == torch.uint8 and json.loads(state["position"])["global_step"] == 2
+    assert state["fingerprint"]["train"]["backend"] == ST
+
+
+def test_a_resumed_run_refuses_a_checkpoint_of_the_other_backend_or_without_the_trainers_files(toy, tmp_path):
+    from retrieval_lab.training import LoopOptions, fingerprint
+    from retrieval_lab.training.st_trainer import fine_tune
+
+    ours = TrainSpec.from_params(dataclasses.replace(TINY, max_steps=3), "hard")
+    theirs = TrainSpec.from_params(dataclasses.replace(TINY, max_steps=3, backend=ST), "hard")
+    encoder = tiny_encoder()
+    digest, data = weights_digest(encoder.model), toy[2]
+    ours.fine_tune(tiny_encoder(), data, ours, training.LoopOptions(fingerprint(digest, ours, data), stop_after=1,
+                                                                    checkpoint=tmp_path / "ours.pt", progress=False))
+    options = LoopOptions(fingerprint(digest, theirs, data), resume=tmp_path / "ours.pt", progress=False)
+    with pytest.raises(InputError, match="train.backend: checkpoint 'retrieval-lab', now 'sentence-transformers'"):
+        fine_tune(tiny_encoder(), data, theirs, options)
+    fine_tune(tiny_encoder(), data, theirs, dataclasses.replace(options, resume=None, stop_after=1,
+                                                                checkpoint=tmp_path / "st.pt"))
+    state = torch.load(tmp_path / "st.pt", weights_only=True)
+    state["rng"] = {"torch": torch.get_rng_state()}  # a retrieval-lab-shaped RNG state: not the trainer's file
+    torch.save(state, tmp_path / "bad.pt")
+    with pytest.raises(InputError, match="no trainer file") as caught:
+        fine_tune(tiny_encoder(), data, theirs, dataclasses.replace(options, resume=tmp_path / "bad.pt"))
+    assert caught.value.field == "rng"
+
+
+def test_the_cli_stops_and_resumes_to_the_model_of_a_straight_run(toy, tmp_path, capsys):
     dataset_dir, negatives, _ = toy
     _, params = tiny_params_file(tmp_path, "{seed: 3, epochs: 2, batch_size: 2, lr: 1.0e-3, max_seq_length: 16, "
                                            "select: last, backend: sentence-transformers}")
-    capsys.readouterr()  # the tiny model's save
-    code = main(["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
-                 "--model-out", str(tmp_path / "m"), "--embeddings-out", str(tmp_path / "e"), "--live-dir",
-                 str(tmp_path / "l"), "--params", str(params), "--no-progress", "--stop-after", "2"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code != 0 and len(err) == 1 and "train.backend" in err[0] and "--stop-after" in err[0]
-    assert not (tmp_path / "m").exists() and not (tmp_path / "m.checkpoint").exists()
+
+    def train(name: str, *extra: str) -> int:
+        return main(["train", "--dataset", str(dataset_dir), "--negatives", str(negatives), "--variant", "hard",
+                     "--model-out", str(tmp_path / name), "--embeddings-out", str(tmp_path / f"{name}-e"),
+                     "--live-dir", str(tmp_path / f"{name}-l"), "--params", str(params), "--no-progress", *extra])
+
+    assert train("straight") == 0
+    assert train("resumed", "--stop-after", "7") == 0
+    assert not (tmp_path / "resumed").exists() and (tmp_path / "resumed.checkpoint" / "state.pt").is_file()
+    assert train("resumed", "--resume", str(tmp_path / "resumed.checkpoint" / "state.pt")) == 0
+    capsys.readouterr()
+    straight, resumed = load(tmp_path / "straight", "cpu"), load(tmp_path / "resumed", "cpu")
+    assert weights_digest(straight.model) == weights_digest(resumed.model)  # 12 steps, stopped after 7 (epoch 2)
+    report = [json.loads((tmp_path / n / "training.json").read_text()) for n in ("straight", "resumed")]
+    assert [report[0][k] for k in ("first_loss", "last_loss", "validation")] == \
+        [report[1][k] for k in ("first_loss", "last_loss", "validation")]

@@ -12,20 +12,28 @@ outputs (model folder with training.json, embeddings, dvclive curves). What diff
 - transformers' optimizer (fused AdamW, bias and LayerNorm undecayed) and schedules (``constant``:
   ``constant_with_warmup``), warmup rising from 0; a history line per step (no ``query_ids``: the
   trainer's batches are rows);
-- both sides, one process, no ``--stop-after``/``--resume`` (:func:`refuse_unsupported` says so first).
+- both sides, one process (:func:`refuse_unsupported` says so first);
+- ``--stop-after``/``--resume`` through the trainer's own checkpoints, carried in the same ``state.pt`` as the
+  retrieval-lab backend's (:func:`_snapshot`): the weights, and the trainer's optimizer, schedule, RNG and
+  position files as bytes, so the file loads with ``weights_only=True`` and transformers reads each with
+  ``weights_only=True`` again; the model's folder is written anew from our own model, never from the file.
 
 Its measured figures against :func:`.loop.fine_tune`'s are in docs/benchmarks.md (bench_finetune_peers).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
 from ..core.errors import InputError
+from .checkpoint import FORMAT, load_checkpoint, save_checkpoint
 from .data import TrainingData
 from .loop import (
     LoopOptions,
@@ -41,9 +49,12 @@ from .spec import TrainSpec
 NAME = "sentence-transformers"
 LOSS = "multi_positive_nce"  # the train.loss this backend stands in for (its own is MNRL)
 SCHEDULES = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
+# the trainer's files a checkpoint carries (as bytes), under the state.pt key each goes in; all loaded by
+# transformers with weights_only=True (its training_args.bin, a pickle of the arguments, is not carried)
+_TRAINER_FILES = {"optimizer": "optimizer.pt", "scheduler": "scheduler.pt", "rng": "rng_state.pth"}
 
 
-def refuse_unsupported(spec: TrainSpec, stop_after: int | None, resume) -> None:
+def refuse_unsupported(spec: TrainSpec) -> None:
     """What this backend cannot do, refused before any input is read (:func:`refuse_processes`: torchrun)."""
     field = "train.backend"
     if spec.query_side:
@@ -53,9 +64,6 @@ def refuse_unsupported(spec: TrainSpec, stop_after: int | None, resume) -> None:
         raise InputError(f"train.loss {spec.train.loss!r} is a loss of the retrieval-lab backend; the {NAME} "
                          f"backend trains with MultipleNegativesRankingLoss (leave train.loss at {LOSS})",
                          field=field)
-    if stop_after is not None or resume is not None:
-        raise InputError(f"--stop-after and --resume checkpoint the retrieval-lab backend only; the {NAME} "
-                         "backend trains straight through", field=field)
 
 
 def refuse_processes(world: int) -> None:
@@ -118,7 +126,7 @@ def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions
             """No model card: the stage writes training.json (the card's widget draws from Python's random)."""
 
     params = spec.train
-    refuse_unsupported(spec, options.stop_after, options.resume)
+    refuse_unsupported(spec)
     refuse_processes(options.dist_info.world)
     columns = training_rows(data)
     rows = len(columns["anchor"])
@@ -132,13 +140,23 @@ def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions
         if params.freeze_word_embeddings:
             model.get_input_embeddings().weight.requires_grad_(False)
         run = _Progress()
+        state = None
+        if options.resume is not None:
+            state = load_checkpoint(options.resume, options.fingerprint)
+            _restore(state, model, run, options.resume)
+        stop_after = options.stop_after
+        if stop_after is not None and run.step >= stop_after:
+            raise InputError(f"the run is already at step {run.step}; --stop-after must be larger",
+                             field="--stop-after")
         _check_selection(params, options)
-        _validate(encoder, model, run, options, params)  # step 0: the base model
+        if run.step == 0:
+            _validate(encoder, model, run, options, params)  # step 0: the base model
         every = params.validate_every
         patience_stop: list[int] = []
+        stopped: list[int] = []
 
         class Follow(TrainerCallback):
-            """The per-step history, and validation, selection and patience as our loop does them."""
+            """The per-step history, validation, selection and patience as our loop does them, and its checkpoints."""
 
             def on_log(self, args, state, control, logs=None, **kwargs):
                 if logs and "loss" in logs:
@@ -153,6 +171,17 @@ def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions
                     if _out_of_patience(run, params, options.dist_info):
                         patience_stop.append(run.step)
                         control.should_training_stop = True
+                if options.checkpoint is not None and (epoch_end or run.step == stop_after):
+                    control.should_save = True  # the trainer writes its folder, then on_save packs it
+                if stop_after is not None and run.step >= stop_after and run.step < total:
+                    stopped.append(run.step)
+                    control.should_training_stop = True
+                return control
+
+            def on_save(self, args, state, control, **kwargs):
+                folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                save_checkpoint(options.checkpoint, _snapshot(folder, model, run, options, state.epoch))
+                shutil.rmtree(folder)  # one checkpoint at a time, as the retrieval-lab backend keeps
                 return control
 
         train_set = Dataset.from_dict(columns)
@@ -170,11 +199,62 @@ def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions
             trainer = _Trainer(model=st_model, args=arguments, train_dataset=train_set, loss=loss,
                                callbacks=[Follow()])
             trainer.remove_callback(PrinterCallback)  # the log dicts on stdout: our history holds them
-            trainer.train()
+            resume_from = None
+            if state is not None:
+                resume_from = _trainer_folder(state, st_model, Path(scratch) / f"checkpoint-{state['step']}")
+            trainer.train(resume_from_checkpoint=resume_from)
         model.eval()
         selected = None
         if params.select == "best" and run.best:
             selected = run.best["step"]
             model.load_state_dict(run.best["state"])
-        return TrainResult(run.step, total, run.history, run.validation, False, time.perf_counter() - started,
-                           selected, bool(patience_stop))
+        return TrainResult(run.step, total, run.history, run.validation, bool(stopped),
+                           time.perf_counter() - started, selected, bool(patience_stop))
+
+
+def _snapshot(folder: Path, model, run: _Progress, options: LoopOptions, epoch: float) -> dict:
+    """``state.pt`` of this backend: the keys of the retrieval-lab backend's, the trainer's files (``folder``,
+    the checkpoint it just wrote) as bytes under ``optimizer``, ``scheduler`` and ``rng``, its position
+    (trainer_state.json: step, epoch, the sampler's place) as text."""
+    blobs = {key: torch.frombuffer(bytearray((folder / name).read_bytes()), dtype=torch.uint8)
+             for key, name in _TRAINER_FILES.items()}
+    return {"format": FORMAT, "fingerprint": options.fingerprint, "model": model.state_dict(), **blobs,
+            "step": run.step, "epoch": epoch, "position": (folder / "trainer_state.json").read_text(encoding="utf-8"),
+            "history": run.history, "validation": run.validation, "best": run.best, "since_best": run.since_best}
+
+
+def _restore(state: dict, model, run: _Progress, path) -> None:
+    """The weights and where the run stands, from a checkpoint :func:`_snapshot` wrote (the fingerprint, which
+    names the backend, already matched)."""
+    for key in _TRAINER_FILES:
+        if not (isinstance(state[key], torch.Tensor) and state[key].dtype == torch.uint8 and state[key].dim() == 1):
+            raise InputError("not a checkpoint of the sentence-transformers backend (no trainer file)", str(path),
+                             field=key)
+    if not isinstance(state["position"], str):
+        raise InputError("not a checkpoint of the sentence-transformers backend (no trainer state)", str(path),
+                         field="position")
+    try:
+        json.loads(state["position"])
+    except ValueError:
+        raise InputError("the trainer state is not JSON", str(path), field="position") from None
+    model.load_state_dict(state["model"])
+    run.step, run.history, run.validation = state["step"], state["history"], state["validation"]
+    run.best, run.since_best = state["best"], state["since_best"]
+
+
+def _trainer_folder(state: dict, st_model, folder: Path) -> str:
+    """The trainer's checkpoint folder to resume from: the model's files written anew from our own model (its
+    weights already the checkpoint's), the trainer's files from the checkpoint's bytes."""
+    from transformers.utils import logging
+
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        st_model.save(str(folder))
+    finally:
+        if bars:
+            logging.enable_progress_bar()
+    for key, name in _TRAINER_FILES.items():
+        (folder / name).write_bytes(state[key].numpy().tobytes())
+    (folder / "trainer_state.json").write_text(state["position"], encoding="utf-8")
+    return str(folder)

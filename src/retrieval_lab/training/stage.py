@@ -68,7 +68,7 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     spec = TrainSpec.from_params(params.train, variant_name)  # an unknown variant or loss fails here, first
     train = spec.train
     if train.backend == st_trainer.NAME:
-        st_trainer.refuse_unsupported(spec, stop_after, resume)
+        st_trainer.refuse_unsupported(spec)
     frozen = None
     if spec.query_side:
         if base_embeddings is None:
