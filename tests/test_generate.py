@@ -213,8 +213,8 @@ def test_the_catalogue_is_package_data_the_wheel_ships():
     root = Path(gen.__file__).parent
     patterns = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
         "package-data"]["retrieval_lab"]
-    data = [p.relative_to(root).as_posix() for p in root.rglob("*")
-            if p.is_file() and p.suffix not in (".py", ".pyc")]
+    data = [p.relative_to(root).as_posix() for p in root.rglob("*")  # __pycache__: Python's and numba's caches
+            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
     assert gen.CATALOGUE in data
     assert [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)] == []
     # 20 components with two families each, three confusables per family (the checks' upper bounds)
