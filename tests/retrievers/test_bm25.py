@@ -248,6 +248,8 @@ def test_the_compiled_loop_by_hand_keeps_the_best_document_and_every_tie_at_the_
     rows, values = bm25.index.top(plan, bm25._norm, depth=2)
     assert sorted(rows.tolist()) == list(range(10)) and len(kernel_calls) == 3  # ran full once, then fitted
     assert sorted(values.tolist()) == [common * 1 / (norm + 1)] * 9 + [values.max()]
+    rows, _ = bm25.index.top(plan, bm25._norm, depth=10**9)  # room for the 10 documents, not for 4 x 10**9
+    assert sorted(rows.tolist()) == list(range(10)) and len(bm25.index._local.scratch[1]) == 10
 
 
 def _tied_texts(n: int) -> dict[str, Doc]:

@@ -301,20 +301,22 @@ class BM25Index:
         try:
             while (found := top_rows(self._indptr, self._docs, self._tf, norm, terms, idfs,
                                      repeats.astype(np.float64), depth, *scratch)) < 0:
-                scratch = self._local.scratch = (scratch[0], np.empty(2 * len(scratch[1]), np.int32),
-                                                 np.empty(2 * len(scratch[2])))  # more ties than room
+                room = min(2 * len(scratch[1]), len(self.doc_ids))  # more ties than room; never more than N
+                scratch = self._local.scratch = (scratch[0], np.empty(room, np.int32), np.empty(room))
         except BaseException:
             self._local.scratch = None  # maybe left part-written: the next query starts from fresh zeros
             raise
         return scratch[1][:found].copy(), scratch[2][:found].copy()
 
     def _scratch(self, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This thread's (sums [N], all zero between queries; candidate rows and values, room for 4 x depth)."""
+        """This thread's (sums [N], all zero between queries; candidate rows and values, room for 4 x depth
+        but never more than the N documents there are, which always fit)."""
         scratch = getattr(self._local, "scratch", None)
         if scratch is None:
             scratch = (np.zeros(len(self.doc_ids)), np.empty(0, np.int32), np.empty(0))
-        if len(scratch[1]) < 4 * depth:
-            scratch = (scratch[0], np.empty(4 * depth, np.int32), np.empty(4 * depth))
+        room = min(4 * depth, len(self.doc_ids))
+        if len(scratch[1]) < room:
+            scratch = (scratch[0], np.empty(room, np.int32), np.empty(room))
         self._local.scratch = scratch
         return scratch
 
