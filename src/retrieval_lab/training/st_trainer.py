@@ -23,6 +23,7 @@ Its measured figures against :func:`.loop.fine_tune`'s are in docs/benchmarks.md
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -91,23 +92,31 @@ def planned_steps(rows: int, batch_size: int, epochs: int, max_steps: int | None
     return max_steps if max_steps is not None else epochs * math.ceil(rows / batch_size)
 
 
+@contextlib.contextmanager
+def _no_progress_bars():
+    """transformers' progress bars off while we copy a model to or from disk, then as they were."""
+    from transformers.utils import logging
+
+    bars = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            logging.enable_progress_bar()
+
+
 def _sentence_transformer(encoder, max_seq_length: int):
     """A SentenceTransformer (transformer, mean pooling) whose transformer IS ``encoder.model``: the trainer
     moves the encoder's own weights (the module loads a saved copy, then holds the encoder's model instead)."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
-    from transformers.utils import logging
 
-    bars = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()  # the copy's write and read are not the user's progress
-    try:
-        with tempfile.TemporaryDirectory() as folder:
-            encoder.model.save_pretrained(folder, safe_serialization=True)
-            encoder.tokenizer.save_pretrained(folder)
-            module = Transformer(folder, max_seq_length=max_seq_length, model_kwargs={"trust_remote_code": False})
-    finally:
-        if bars:
-            logging.enable_progress_bar()
+    # the copy's write and read are not the user's progress
+    with _no_progress_bars(), tempfile.TemporaryDirectory() as folder:
+        encoder.model.save_pretrained(folder, safe_serialization=True)
+        encoder.tokenizer.save_pretrained(folder)
+        module = Transformer(folder, max_seq_length=max_seq_length, model_kwargs={"trust_remote_code": False})
     module.model = encoder.model
     return SentenceTransformer(modules=[module, Pooling(encoder.dim, "mean")], device=str(encoder.device))
 
@@ -245,15 +254,8 @@ def _restore(state: dict, model, run: _Progress, path) -> None:
 def _trainer_folder(state: dict, st_model, folder: Path) -> str:
     """The trainer's checkpoint folder to resume from: the model's files written anew from our own model (its
     weights already the checkpoint's), the trainer's files from the checkpoint's bytes."""
-    from transformers.utils import logging
-
-    bars = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    try:
+    with _no_progress_bars():
         st_model.save(str(folder))
-    finally:
-        if bars:
-            logging.enable_progress_bar()
     for key, name in _TRAINER_FILES.items():
         (folder / name).write_bytes(state[key].numpy().tobytes())
     (folder / "trainer_state.json").write_text(state["position"], encoding="utf-8")
