@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -190,7 +191,13 @@ def _st_train(args: dict, seed: int, params, dataset, lr: float, epochs: int, ba
             "curve": curve, "steps": int(output.global_step), "encoder": encoder, "encoded": encoded}
 
 
+_TRIED = ("lr", "epochs", "batch", "selected_epoch", "value", "curve", "steps", "seconds")
+
+
 def st(args: dict, name: str, seed: int) -> dict:
+    """One sentence-transformers contender. st-mnrl-tuned takes the candidates in ``args["reuse"][seed]`` (st-mnrl's
+    run at its rate, the same seed and settings in this bench: the same training) instead of training them again;
+    its time is every candidate's, the reused ones' included."""
     from retrieval_lab.core.data import load_dataset
     from retrieval_lab.encoder import embed_dataset
     from retrieval_lab.training.checkpoint import weights_digest
@@ -198,27 +205,45 @@ def st(args: dict, name: str, seed: int) -> dict:
     params = _params(args, seed)
     dataset = load_dataset(args["dataset"], ["train", "val"])  # the test qrels stay closed
     base = _bench.reset_peak()
-    started = time.perf_counter()
+
+    def train(lr: float, batch: int, cached: bool) -> dict:
+        started = time.perf_counter()
+        tried = _st_train(args, seed, params, dataset, lr, args["st_epochs"], batch, cached)
+        return {**tried, "seconds": time.perf_counter() - started}
+
     if name == "st-mnrl-tuned":
-        tried = [_st_train(args, seed, params, dataset, lr, args["st_epochs"], args["st_batch"], False)
-                 for lr in args["tuned_lrs"]]
+        reused = {r["lr"]: r for r in args.get("reuse", {}).get(seed, [])}
+        tried = [reused.get(lr) or train(lr, args["st_batch"], False) for lr in args["tuned_lrs"]]
         chosen = max(tried, key=lambda t: t["value"])  # the first among equals: the lowest rate
     else:
         cached = name == "st-cmnrl"
-        batch = CMNRL["batch"] if cached else args["st_batch"]
-        tried = [_st_train(args, seed, params, dataset, args["st_lr"], args["st_epochs"], batch, cached)]
+        tried = [train(args["st_lr"], CMNRL["batch"] if cached else args["st_batch"], cached)]
         chosen = tried[0]
-    encoder = chosen["encoder"]
-    made = chosen["encoded"].get(weights_digest(encoder.model))  # the selected validation's corpus encode
-    embeddings = embed_dataset(encoder, dataset, params.dense, list(params.retrieve.fields), None, made)
-    seconds = time.perf_counter() - started
     out = Path(args["workdir"]) / f"{name}-s{seed}"
     out.mkdir(parents=True, exist_ok=True)
-    _write_run(embeddings, out / "run.trec")
-    return {"contender": name, "seed": seed, "seconds": seconds, "peak_mb": _bench.peak_mb(), "base_mb": base,
-            "steps": sum(t["steps"] for t in tried), "selected": {"lr": chosen["lr"], "epoch": chosen["selected_epoch"]},
-            "tried": [{k: t[k] for k in ("lr", "epochs", "batch", "selected_epoch", "value", "curve", "steps")}
+    if "encoder" in chosen:
+        started = time.perf_counter()
+        encoder = chosen["encoder"]
+        made = chosen["encoded"].get(weights_digest(encoder.model))  # the selected validation's corpus encode
+        embeddings = embed_dataset(encoder, dataset, params.dense, list(params.retrieve.fields), None, made)
+        encode_seconds = time.perf_counter() - started
+        _write_run(embeddings, out / "run.trec")
+    else:  # a reused candidate won: its run is the one this training would encode
+        encode_seconds = chosen["encode_seconds"]
+        shutil.copyfile(chosen["run"], out / "run.trec")
+    return {"contender": name, "seed": seed, "seconds": sum(t["seconds"] for t in tried) + encode_seconds,
+            "encode_seconds": encode_seconds,
+            "peak_mb": max([_bench.peak_mb(), *(t["peak_mb"] for t in tried if t.get("reused_from"))]),
+            "base_mb": base, "steps": sum(t["steps"] for t in tried),
+            "selected": {"lr": chosen["lr"], "epoch": chosen["selected_epoch"]},
+            "tried": [{**{k: t[k] for k in _TRIED}, **({"reused_from": t["reused_from"]} if t.get("reused_from") else {})}
                       for t in tried], "run": str(out / "run.trec")}
+
+
+def reusable(row: dict) -> dict:
+    """st-mnrl's run as a candidate of st-mnrl-tuned at the same seed (same rate, batch, epochs: the same training)."""
+    return {**row["tried"][0], "run": row["run"], "encode_seconds": row["encode_seconds"], "peak_mb": row["peak_mb"],
+            "reused_from": "st-mnrl"}
 
 
 def contend(args: dict, name: str, seed: int) -> dict:
@@ -233,8 +258,8 @@ CONTENDERS = [*OURS, "st-mnrl", "st-cmnrl", "st-mnrl-tuned", "st-backend"]
 
 def score(dataset_dir: str, test_qrels: str, rows: list[dict], family_level: float, permutations: int,
           seed: int) -> dict:
-    """Test measures per (contender, seed), their seed means, and the paired family against ours."""
-    from retrieval_lab.comparison import compare_family, family_of
+    """Each (contender, seed)'s run measured on the test qrels (read once, here): its per-query values kept in the
+    row (``per_query``, so runs made apart can be merged: :func:`merge`), then :func:`summarise`."""
     from retrieval_lab.core.data import load_dataset, read_qrels
     from retrieval_lab.evaluation import seen_queries
     from retrieval_lab.metrics import measure_run
@@ -246,23 +271,36 @@ def score(dataset_dir: str, test_qrels: str, rows: list[dict], family_level: flo
     strata = {"all": sorted(test), "seen": sorted(q for q in test if q in seen),
               "unseen": sorted(q for q in test if q not in seen)}
     strata = {s: qs for s, qs in strata.items() if qs}  # an empty stratum has no mean and no comparison
+    for r in rows:
+        values = measure_run(test, read_run(r["run"]), MEASURES).per_query  # q -> measure -> value
+        r["per_query"] = {m: {q: values[q][m] for q in strata["all"]} for m in MEASURES}
+    return summarise(rows, strata, family_level, permutations, seed)
+
+
+def summarise(rows: list[dict], strata: dict[str, list[str]], family_level: float, permutations: int,
+              seed: int) -> dict:
+    """From the rows' per-query test values: their means per stratum, each contender's over its seeds, and the
+    paired family of every sentence-transformers contender against each of ours (each query's seed mean)."""
+    from retrieval_lab.comparison import compare_family, family_of
+
     per_query: dict[str, dict[str, dict[str, float]]] = {}  # contender -> measure -> query -> seed mean
     summary = []
     for name in dict.fromkeys(r["contender"] for r in rows):
         mine = [r for r in rows if r["contender"] == name]
-        values = [measure_run(test, read_run(r["run"]), MEASURES).per_query for r in mine]  # seed -> q -> m
-        for r, v in zip(mine, values):
-            r["test"] = {s: {m: statistics.fmean(v[q][m] for q in qs) for m in MEASURES} for s, qs in strata.items()}
-        per_query[name] = {m: {q: statistics.fmean(v[q][m] for v in values) for q in strata["all"]} for m in MEASURES}
+        for r in mine:
+            r["test"] = {s: {m: statistics.fmean(r["per_query"][m][q] for q in qs) for m in MEASURES}
+                         for s, qs in strata.items()}
+        per_query[name] = {m: {q: statistics.fmean(r["per_query"][m][q] for r in mine) for q in strata["all"]}
+                           for m in MEASURES}
         summary.append({"contender": name, "seeds": [r["seed"] for r in mine],
                         "seconds": statistics.fmean(r["seconds"] for r in mine),
                         "peak_mb": max(r["peak_mb"] for r in mine),
                         **{f"{m} {s}": _spread([r["test"][s][m] for r in mine]) for s in strata for m in MEASURES}})
+    head = {"strata": {s: len(q) for s, q in strata.items()}, "strata_queries": strata, "summary": summary}
     pairs = [(o, p, m, s) for o in OURS if o in per_query for p in per_query if p not in OURS
              for m in MEASURES for s in strata]
     if not pairs:  # a run of peers alone: their figures, nothing paired
-        return {"strata": {s: len(q) for s, q in strata.items()}, "summary": summary, "comparisons": [],
-                "family": None, "goals": []}
+        return {**head, "comparisons": [], "family": None, "goals": []}
     judged = compare_family([({q: per_query[o][m][q] for q in strata[s]}, {q: per_query[p][m][q] for q in strata[s]})
                              for o, p, m, s in pairs], family_level, permutations, seed)
     comparisons = [{"ours": o, "peer": p, "measure": m, "stratum": s, "queries": len(strata[s]), **row.to_json()}
@@ -270,8 +308,44 @@ def score(dataset_dir: str, test_qrels: str, rows: list[dict], family_level: flo
     family = family_of(judged, family_level, permutations, seed).to_json()
     times = {r["contender"]: r["seconds"] for r in summary}
     goals = [_goal(o, comparisons, times) for o in OURS if o in times]
-    return {"strata": {s: len(q) for s, q in strata.items()}, "summary": summary, "comparisons": comparisons,
-            "family": family, "goals": [g for g in goals if g is not None]}
+    return {**head, "comparisons": comparisons, "family": family, "goals": [g for g in goals if g is not None]}
+
+
+# the settings every merged piece must share: else its rows are not the same bench
+_SAME = ("overrides", "st", "strata_queries")
+
+
+def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int, seed: int) -> dict:
+    """Finished bench JSONs (name, data), each a part of the (contender, seed) grid run on its own, as one result:
+    the rows side by side, the summary and the family made anew from their per-query values. Refused in one line:
+    a piece unfinished or without per-query values, pieces of other settings, test claims or CPU, a (contender,
+    seed) twice."""
+    first_name, first = pieces[0]
+    rows: list[dict] = []
+    for name, data in pieces:
+        if not data.get("finished"):
+            raise SystemExit(f"{name}: an interrupted bench (finished: false): nothing scored to merge")
+        if any("per_query" not in r for r in data["rows"]):
+            raise SystemExit(f"{name}: rows without per-query test values (a bench made before they were kept): "
+                             "run that part again")
+        for key in _SAME:
+            if data.get(key) != first.get(key):
+                raise SystemExit(f"{name}: field {key} differs from {first_name}'s: not the same bench")
+        if data["machine"].get("cpu") != first["machine"].get("cpu"):
+            raise SystemExit(f"{name}: run on {data['machine'].get('cpu')!r}, {first_name} on "
+                             f"{first['machine'].get('cpu')!r}: times are compared on one machine type only")
+        for r in data["rows"]:
+            if any((r["contender"], r["seed"]) == (o["contender"], o["seed"]) for o in rows):
+                raise SystemExit(f"{name}: {r['contender']} seed {r['seed']} is in an earlier piece too")
+            rows.append(copy.deepcopy(r))
+    order = {name: i for i, name in enumerate(CONTENDERS)}
+    rows.sort(key=lambda r: (r["seed"], order.get(r["contender"], len(order))))
+    head = {k: first[k] for k in ("overrides", "st", "machine")}
+    return {**head, "seeds": sorted({r["seed"] for r in rows}), "rows": rows,
+            **summarise(rows, first["strata_queries"], family_level, permutations, seed),
+            "pieces": [{"file": name, "date": data["machine"].get("date"), "args": data.get("args"),
+                        "wall_seconds": data.get("wall_seconds"), "rows": [[r["contender"], r["seed"]] for r in data["rows"]]}
+                       for name, data in pieces], "finished": True}
 
 
 def _spread(values: list[float]) -> dict:
@@ -300,10 +374,10 @@ def main(argv: list[str] | None = None) -> dict:
     from retrieval_lab.publishing.benchmarks import machine_info
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", required=True, help="the prepared dataset (with qrels/val.tsv)")
-    parser.add_argument("--negatives", required=True, help="mine@hard's negatives.jsonl")
-    parser.add_argument("--base-embeddings", required=True, help="encode@dense's embeddings folder")
-    parser.add_argument("--test-qrels", required=True, help="prepare's held-out test qrels (data/heldout/.../test.tsv)")
+    parser.add_argument("--dataset", help="the prepared dataset (with qrels/val.tsv)")
+    parser.add_argument("--negatives", help="mine@hard's negatives.jsonl")
+    parser.add_argument("--base-embeddings", help="encode@dense's embeddings folder")
+    parser.add_argument("--test-qrels", help="prepare's held-out test qrels (data/heldout/.../test.tsv)")
     parser.add_argument("--params", default=str(ROOT / "params.yaml"))
     parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="SECTION.KEY=VALUE",
                         help="params override (default: the SciFact quality command of docs/datasets.md)")
@@ -315,9 +389,24 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tuned-lrs", type=float, nargs="+", default=TUNED_LRS)
     parser.add_argument("--workdir", help="runs and models (default: a temporary folder, removed)")
     parser.add_argument("--json")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="instead of training: merge these finished bench "
+                        "JSONs (parts of the contender x seed grid, each run apart on one machine type) into --json")
     ns = parser.parse_args(argv)
     from retrieval_lab.core.params_file import load_params
 
+    if ns.merge:
+        import json
+
+        pieces = [(Path(f).name, json.loads(Path(f).read_text(encoding="utf-8"))) for f in ns.merge]
+        evaluate = load_params(ns.params, pieces[0][1]["overrides"]).evaluate
+        result = merge(pieces, evaluate.ci_level, evaluate.permutations, evaluate.seed)
+        _bench.write_json(ns.json, result)
+        print(_bench.markdown(result["summary"], ["contender", "seconds", "peak_mb"]))
+        return result
+    missing = [f"--{k.replace('_', '-')}" for k in ("dataset", "negatives", "base_embeddings", "test_qrels")
+               if getattr(ns, k) is None]
+    if missing:
+        parser.error(f"the following arguments are required to train: {', '.join(missing)}")
     overrides = QUALITY if ns.overrides is None else ns.overrides
     evaluate = load_params(ns.params, overrides).evaluate  # checks the overrides before any training
     keep = ns.workdir is not None
@@ -336,6 +425,8 @@ def main(argv: list[str] | None = None) -> dict:
             row = _bench.isolated(contend, args, name, seed)
             row["load_before"], row["load_after"] = load, os.getloadavg()
             rows.append(row)
+            if name == "st-mnrl" and ns.st_lr in ns.tuned_lrs:  # st-mnrl-tuned's candidate at this rate, trained
+                args.setdefault("reuse", {})[seed] = [reusable(row)]
             print(f"{name} seed {seed}: {row['seconds']:.0f} s, peak {row['peak_mb']:.0f} MiB", flush=True)
             _bench.write_json(ns.json, {**head, "rows": copy.deepcopy(rows), "finished": False})
     result = {**head, "rows": rows, **score(ns.dataset, ns.test_qrels, rows, evaluate.ci_level, evaluate.permutations,
@@ -349,8 +440,6 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{goal['ours']} - {goal['best_peer']}: {goal['difference']:+.4f} [{goal['low']:+.4f}, "
               f"{goal['high']:+.4f}], time {goal['time_ratio']:.2f}x: {'met' if goal['met'] else 'NOT met'}")
     if not keep:
-        import shutil
-
         shutil.rmtree(workdir, ignore_errors=True)
     return result
 

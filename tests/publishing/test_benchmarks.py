@@ -385,3 +385,21 @@ def test_the_backend_run_has_its_own_heading_and_command():
     row = next(line for line in "\n".join(benchmarks.peers_lines(backend, "bench-results")).splitlines()
                if line.startswith("| `train@hard`, `train.backend"))
     assert row.endswith("| 4.3 → 2.2 |")  # the load each run met, so a shared machine's time reads as such
+
+
+def test_a_merged_peers_bench_names_its_parts_and_their_commands():
+    merged = _peers(["ours-hard", "st-mnrl"], [42])
+    merged["pieces"] = [
+        {"file": "a.json", "date": "2026-12-05", "args": ["--seeds", "42", "--only", "ours-hard", "--json", "a.json"],
+         "wall_seconds": 10.0, "rows": [["ours-hard", 42]]},
+        {"file": "b.json", "date": "2026-12-06", "args": ["--seeds", "42", "--only", "st-mnrl", "--json", "b.json"],
+         "wall_seconds": 10.0, "rows": [["st-mnrl", 42]]}]
+    md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
+    assert "`scripts/bench_finetune_peers.py`, 2 runs on one machine type (" in md and "one run on one" not in md
+    script = "OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py"
+    assert (f"the grid was run in 2 parts, each timing only its own runs: `{script} --seeds 42 --only ours-hard "
+            f"--json a.json` on 2026-12-05 (ours-hard seed 42); `{script} --seeds 42 --only st-mnrl --json b.json` "
+            f"on 2026-12-06 (st-mnrl seed 42); then merged") in md
+    assert f"`{script} --merge a.json b.json --json bench-results/finetune-peers.json`." in md
+    single = "\n".join(benchmarks.peers_lines(_peers(["ours-hard", "st-mnrl"], [42]), "bench-results"))
+    assert "one run on one machine (" in single and "--seeds 42 43 44 --json bench-results/finetune-peers.json`" in single

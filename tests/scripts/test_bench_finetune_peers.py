@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 import shlex
+from pathlib import Path
 
 import pytest
 import pytrec_eval
@@ -72,6 +75,52 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     alone = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), rows[5:], 0.95, 200, 5)
     assert alone["comparisons"] == [] and alone["family"] is None
     assert alone["summary"][0]["nDCG@10 all"]["mean"] == rows[5]["test"]["all"]["nDCG@10"]
+    # each row keeps its per-query test values, whose mean is its figure
+    for row in rows:
+        assert set(row["per_query"]["nDCG@10"]) == set(test)
+        assert sum(row["per_query"]["nDCG@10"].values()) / len(test) == pytest.approx(row["test"]["all"]["nDCG@10"])
+
+    # st-mnrl-tuned given st-mnrl's run as its 5e-5 candidate trains only the other rate: the reused candidate is
+    # the training it would do (the tuned run above trained it again: the same curve), and so is its run
+    reused = bench.contend({**args, "reuse": {42: [bench.reusable(rows[2])]}}, "st-mnrl-tuned", 42)
+    assert [t.get("reused_from") for t in reused["tried"]] == [None, "st-mnrl"]
+    assert reused["tried"][1] == {**rows[2]["tried"][0], "reused_from": "st-mnrl"}
+    assert [t["curve"] for t in reused["tried"]] == [t["curve"] for t in tuned["tried"]]
+    assert reused["selected"] == tuned["selected"] and reused["steps"] == tuned["steps"]
+    assert reused["seconds"] == pytest.approx(sum(t["seconds"] for t in reused["tried"]) + reused["encode_seconds"])
+    assert Path(reused["run"]).read_bytes() == Path(tuned["run"]).read_bytes()
+
+    # parts of the grid run apart and merged give what one run gives: the same summary, family and goals
+    def piece(part: list[dict], cpu: str = "CPU") -> dict:
+        part = copy.deepcopy(part)
+        scored = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), part, 0.95, 200, 5)
+        return {"overrides": TINY, "st": {"lr": 5e-5}, "machine": {"cpu": cpu, "date": "2026-12-05"}, "rows": part,
+                **scored, "finished": True}
+
+    whole = piece(rows[:5])
+    merged = bench.merge([("b.json", piece(rows[2:5])), ("a.json", piece(rows[:2]))], 0.95, 200, 5)
+    assert [(r["contender"], r["seed"]) for r in merged["rows"]] == [(r["contender"], 42) for r in rows[:5]]
+    for key in ("summary", "comparisons", "family", "goals", "strata"):
+        assert merged[key] == whole[key], key
+    assert [p["file"] for p in merged["pieces"]] == ["b.json", "a.json"] and merged["seeds"] == [42]
+    refusals = {"a.json: ours-hard seed 42 is in an earlier piece too": [piece(rows[:2]), piece(rows[:3])],
+                "a.json: field overrides differs from b.json's": [piece(rows[2:3]), {**piece(rows[:2]), "overrides": []}],
+                "a.json: run on 'other'": [piece(rows[2:3]), piece(rows[:2], "other")],
+                "a.json: an interrupted bench": [piece(rows[2:3]), {**piece(rows[:2]), "finished": False}],
+                "a.json: rows without per-query test values": [
+                    piece(rows[2:3]), {**piece(rows[:2]), "rows": [{"contender": "ours-hard", "seed": 42}]}]}
+    for message, (b, a) in refusals.items():
+        with pytest.raises(SystemExit, match=re.escape(message)):
+            bench.merge([("b.json", b), ("a.json", a)], 0.95, 200, 5)
+    # the command: --merge writes the merged JSON (the family's settings from params.yaml under the pieces' --set)
+    files = [tmp_path / "b.json", tmp_path / "a.json"]
+    for path, part in zip(files, (rows[2:5], rows[:2])):
+        path.write_text(json.dumps(piece(part)), encoding="utf-8")
+    out = tmp_path / "merged.json"
+    bench.main(["--merge", *map(str, files), "--json", str(out)])
+    assert json.loads(out.read_text(encoding="utf-8"))["comparisons"] == json.loads(json.dumps(whole["comparisons"]))
+    with pytest.raises(SystemExit):  # without --merge, the inputs of training are required
+        bench.main(["--json", str(out)])
 
 
 def test_the_default_overrides_are_the_documented_quality_command(bench):

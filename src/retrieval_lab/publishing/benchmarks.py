@@ -568,6 +568,16 @@ def _loads(rows: list[dict], contender: str) -> str:
                      if r.get("contender") == contender and "load_before" in r and "load_after" in r)
 
 
+def _pieces_text(pieces: list[dict], results_dir: str) -> str:
+    """A merged bench: each part's command, date and (contender, seed) runs, then the merge."""
+    script = "OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py"
+    parts = "; ".join(f"`{script} {shlex.join(p['args'] or [])}` on {p['date']} ("
+                      + ", ".join(f"{c} seed {s}" for c, s in p["rows"]) + ")" for p in pieces)
+    merge = f"`{script} --merge {' '.join(p['file'] for p in pieces)} --json {results_dir}/finetune-peers.json`"
+    return (f"the grid was run in {len(pieces)} parts, each timing only its own runs: {parts}; then merged, "
+            f"every figure and interval made anew from the parts' per-query test values: {merge}.")
+
+
 def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> list[str]:
     """The peers bench: each contender's test figures over its seeds, time and memory, the paired family."""
     from retrieval_lab.comparison import Family, interval_text
@@ -577,7 +587,9 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> 
     contenders = list(dict.fromkeys(r["contender"] for r in peers["rows"]))
     missing = [f"{c} seed {s}" for c in contenders for s in seeds if (c, s) not in done]
     strata = peers.get("strata", {})
-    lines = [(f"`scripts/bench_finetune_peers.py`, one run on one machine ({peers['machine'].get('cpu')}, "
+    pieces = peers.get("pieces")
+    where = f"{len(pieces)} runs on one machine type" if pieces else "one run on one machine"
+    lines = [(f"`scripts/bench_finetune_peers.py`, {where} ({peers['machine'].get('cpu')}, "
               f"{peers['machine'].get('usable_cores')} usable cores), seeds {', '.join(map(str, seeds))}: every "
               "contender trains on the pipeline's 688 training claims with `mine@hard`'s negatives, keeps its best "
               "validation on the same validator as the `train` stage (the untrained model a candidate), and is "
@@ -585,7 +597,8 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> 
               f"`{' '.join(peers['overrides'])}`; sentence-transformers' defaults: batch {peers['st']['batch']}, "
               f"lr {peers['st']['lr']:g}, {peers['st']['epochs']} epochs; tuned: lr in "
               f"{', '.join(f'{x:g}' for x in peers['st']['tuned_lrs'])}. Reproduce: "
-              f"`{command.format(results_dir=results_dir)}`."), ""]
+              + (_pieces_text(pieces, results_dir) if pieces else f"`{command.format(results_dir=results_dir)}`.")),
+             ""]
     if not peers.get("finished"):
         return lines + [f"**Interrupted**: {len(peers['rows'])} (contender, seed) runs finished, not scored."]
     if missing:
