@@ -11,6 +11,7 @@ from pipeline_fixtures import (
     build_pipeline,
     clone_working_tree,
     encode_in_background,
+    freeze_environment,
     second_run_killed_and_recovered,
     stage_graph,
     stop_all,
@@ -27,6 +28,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The suite's own process allocates as every command does: model loads and in-process commands reuse
 # freed memory instead of faulting in new pages.
 keep_freed_memory()
+# What every command the tests start sees, taken once here, after the settings above.
+freeze_environment()
 
 
 # Fixtures that are long background jobs (two whole pipeline runs, SciFact's corpus encode), started

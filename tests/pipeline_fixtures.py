@@ -74,8 +74,22 @@ def write_names(root: Path) -> None:
     assert code == 0, f"retrieval-lab names failed in {root}"
 
 
+_SESSION_ENVIRON: dict[str, str] | None = None
+
+
+def freeze_environment() -> None:
+    """Take the session's environment once (conftest, before any test): the pipeline runs that go on in background
+    threads must not see what a test sets for itself meanwhile (``monkeypatch.setenv("OMP_NUM_THREADS", ...)`` read
+    live gave one run of a pair another thread count, hence other float rounding and other bytes)."""
+    global _SESSION_ENVIRON
+    _SESSION_ENVIRON = dict(os.environ)
+
+
 def env() -> dict:
-    e = dict(os.environ)
+    """The environment of every command the tests start: the session's, as :func:`freeze_environment` took it."""
+    if _SESSION_ENVIRON is None:
+        raise RuntimeError("pipeline_fixtures.freeze_environment() was not called (tests/conftest.py calls it)")
+    e = dict(_SESSION_ENVIRON)
     e["PATH"] = VENV_BIN + os.pathsep + e.get("PATH", "")  # stages call `retrieval-lab`
     e["DVC_NO_ANALYTICS"] = "1"
     # one thread a run: the two clean runs go side by side with the other tests on 2 cores, and
