@@ -34,7 +34,16 @@ family with simultaneous intervals (:func:`retrieval_lab.comparison.compare_fami
         [--set KEY=VALUE ...] [--only ...]
 
 ``--set`` defaults to the SciFact quality command of docs/datasets.md (:data:`QUALITY`). ``--json`` is
-rewritten after each (contender, seed), so an interrupted bench keeps what finished.
+rewritten after each (contender, seed), so an interrupted bench keeps what finished. When st-mnrl runs
+before st-mnrl-tuned at a seed, the tuned one takes st-mnrl's run as its candidate at st-mnrl's rate
+(the same training) instead of training it again; its time still counts it.
+
+The grid (5 contenders x 3 seeds, hours on a CPU) can be run in parts, each with its own ``--only`` /
+``--seeds`` and ``--json``, and merged: each part's rows keep their per-query test values, from which
+``--merge`` makes the summary and the paired family anew (same settings, test claims and CPU model
+required, no (contender, seed) twice):
+
+    .venv/bin/python scripts/bench_finetune_peers.py --merge part1.json part2.json --json bench-results/finetune-peers.json
 """
 
 from __future__ import annotations
