@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> dict:
     if ns.merge:
         import json
 
-        pieces = [(Path(f).name, json.loads(Path(f).read_text(encoding="utf-8"))) for f in ns.merge]
+        pieces = [(f, json.loads(Path(f).read_text(encoding="utf-8"))) for f in ns.merge]
         evaluate = load_params(ns.params, pieces[0][1]["overrides"]).evaluate
         result = merge(pieces, evaluate.ci_level, evaluate.permutations, evaluate.seed)
         _bench.write_json(ns.json, result)

@@ -390,9 +390,9 @@ def test_the_backend_run_has_its_own_heading_and_command():
 def test_a_merged_peers_bench_names_its_parts_and_their_commands():
     merged = _peers(["ours-hard", "st-mnrl"], [42])
     merged["pieces"] = [
-        {"file": "a.json", "date": "2026-12-05", "args": ["--seeds", "42", "--only", "ours-hard", "--json", "a.json"],
+        {"file": "a.json", "date": "2026-12-05", "args": ["--seeds", "42", "--json", "/tmp/x.json", "--only", "ours-hard"],
          "wall_seconds": 10.0, "rows": [["ours-hard", 42]]},
-        {"file": "b.json", "date": "2026-12-06", "args": ["--seeds", "42", "--only", "st-mnrl", "--json", "b.json"],
+        {"file": "b.json", "date": "2026-12-06", "args": ["--seeds", "42", "--only", "st-mnrl", "--json=/tmp/y.json"],
          "wall_seconds": 10.0, "rows": [["st-mnrl", 42]]}]
     md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
     assert "`scripts/bench_finetune_peers.py`, 2 runs on one machine type (" in md and "one run on one" not in md
@@ -401,5 +401,6 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
             f"--json a.json` on 2026-12-05 (ours-hard seed 42); `{script} --seeds 42 --only st-mnrl --json b.json` "
             f"on 2026-12-06 (st-mnrl seed 42); then merged") in md
     assert f"`{script} --merge a.json b.json --json bench-results/finetune-peers.json`." in md
+    assert "/tmp/" not in md  # each part's command writes the file the merge read, wherever it wrote first
     single = "\n".join(benchmarks.peers_lines(_peers(["ours-hard", "st-mnrl"], [42]), "bench-results"))
     assert "one run on one machine (" in single and "--seeds 42 43 44 --json bench-results/finetune-peers.json`" in single

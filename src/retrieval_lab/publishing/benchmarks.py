@@ -571,7 +571,18 @@ def _loads(rows: list[dict], contender: str) -> str:
 def _pieces_text(pieces: list[dict], results_dir: str) -> str:
     """A merged bench: each part's command, date and (contender, seed) runs, then the merge."""
     script = "OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py"
-    parts = "; ".join(f"`{script} {shlex.join(p['args'] or [])}` on {p['date']} ("
+
+    def command(piece: dict) -> str:  # the part's own arguments, writing the file the merge read
+        args, kept = list(piece["args"] or []), []
+        while args:
+            arg = args.pop(0)
+            if arg == "--json" and args:
+                args.pop(0)
+            elif not arg.startswith("--json="):
+                kept.append(arg)
+        return shlex.join([*kept, "--json", piece["file"]])
+
+    parts = "; ".join(f"`{script} {command(p)}` on {p['date']} ("
                       + ", ".join(f"{c} seed {s}" for c, s in p["rows"]) + ")" for p in pieces)
     merge = f"`{script} --merge {' '.join(p['file'] for p in pieces)} --json {results_dir}/finetune-peers.json`"
     return (f"the grid was run in {len(pieces)} parts, each timing only its own runs: {parts}; then merged, "
