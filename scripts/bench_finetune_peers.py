@@ -406,6 +406,8 @@ def main(argv: list[str] | None = None) -> dict:
     if ns.merge:
         import json
 
+        if ns.json and Path(ns.json).resolve() in {Path(f).resolve() for f in ns.merge}:
+            parser.error(f"--json {ns.json} is one of the parts merged: it would be written over")
         pieces = [(f, json.loads(Path(f).read_text(encoding="utf-8"))) for f in ns.merge]
         evaluate = load_params(ns.params, pieces[0][1]["overrides"]).evaluate
         result = merge(pieces, evaluate.ci_level, evaluate.permutations, evaluate.seed)

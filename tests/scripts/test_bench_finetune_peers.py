@@ -119,6 +119,10 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     out = tmp_path / "merged.json"
     bench.main(["--merge", *map(str, files), "--json", str(out)])
     assert json.loads(out.read_text(encoding="utf-8"))["comparisons"] == json.loads(json.dumps(whole["comparisons"]))
+    before = files[0].read_bytes()
+    with pytest.raises(SystemExit):  # a part is never written over
+        bench.main(["--merge", *map(str, files), "--json", str(files[0])])
+    assert files[0].read_bytes() == before
     with pytest.raises(SystemExit):  # without --merge, the inputs of training are required
         bench.main(["--json", str(out)])
 
