@@ -1,13 +1,13 @@
 """sentence-transformers' ONNX and OpenVINO backends as scripts/bench_encode.py's peers (its ``--peer-python``).
 
 Those backends need optimum-onnx / optimum-intel, whose releases pin an older transformers than the project's,
-so they run in an environment of their own, for instance (docs/benchmarks.md):
+so they run in an environment of their own, for instance (the race run so: lab notes, 2026-12-05):
 
     python3.11 -m venv .venv-st-backends
     .venv-st-backends/bin/pip install torch==2.13.0 "transformers<4.58" sentence-transformers optimum-onnx onnxruntime "optimum-intel[openvino]"
 
-This file imports nothing of retrieval_lab (that environment does not have it) and writes only under the
-folder it is given: bench_encode hands it the verified model folder, the texts (a JSON list) and where the
+This file imports nothing of retrieval_lab (that environment does not have it; _bench is stdlib only) and
+writes only under the folder it is given: bench_encode hands it the verified model folder, the texts (a JSON list) and where the
 embeddings go, and reads back the one JSON line it prints.
 
     prepare --variant V --model DIR --work DIR   export (and quantise) once, untimed, into DIR/V
@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import _bench  # stdlib only: runs in the peer's environment too
+
 
 def _int8_target() -> str:
     """ONNX Runtime's dynamic int8 configuration for this CPU: VNNI where it has it."""
@@ -40,13 +42,6 @@ VARIANTS = {
     "st-onnx-int8": ("onnx", "int8"),  # dynamic int8 quantisation, weights and activations
     "st-openvino": ("openvino", None),
 }
-
-
-def _status_mb(key: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _load(folder: Path, backend: str, file_name: str | None, max_length: int | None = None):
@@ -98,17 +93,11 @@ def encode(variant: str, work: Path, texts_file: Path, out: Path, batch_size: in
         return model.encode(batch, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True)
 
     run(texts[:batch_size])  # warm-up
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # the peak from here on: the encode's
-    except OSError:
-        pass
-    base = _status_mb("VmRSS")
-    start = time.perf_counter()
-    embeddings = np.asarray(run(texts), dtype=np.float32)
-    seconds = time.perf_counter() - start
+    base = _bench.reset_peak()  # the peak from here on: the encode's
+    seconds, embeddings = _bench.timed(lambda: np.asarray(run(texts), dtype=np.float32))
     np.save(out, embeddings)
     return {"contender": variant, "seconds": seconds, "docs_per_s": len(texts) / seconds,
-            "peak_mb": _status_mb("VmHWM"), "base_mb": base, "file_name": spec["file_name"],
+            "peak_mb": _bench.peak_mb(), "base_mb": base, "file_name": spec["file_name"],
             "versions": _versions()}
 
 
