@@ -328,7 +328,7 @@ def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int
     """Finished bench JSONs (name, data), each a part of the (contender, seed) grid run on its own, as one result:
     the rows side by side, the summary and the family made anew from their per-query values. Refused in one line:
     a piece unfinished or without per-query values, pieces of other settings, test claims or CPU, a (contender,
-    seed) twice."""
+    seed) twice, contenders at different seeds (their seed means would be paired across other seeds)."""
     first_name, first = pieces[0]
     rows: list[dict] = []
     for name, data in pieces:
@@ -347,6 +347,10 @@ def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int
             if any((r["contender"], r["seed"]) == (o["contender"], o["seed"]) for o in rows):
                 raise SystemExit(f"{name}: {r['contender']} seed {r['seed']} is in an earlier piece too")
             rows.append(copy.deepcopy(r))
+    seeds_of = {c: sorted(r["seed"] for r in rows if r["contender"] == c) for c in {r["contender"] for r in rows}}
+    if len({tuple(s) for s in seeds_of.values()}) > 1:
+        listed = ", ".join(f"{c} at {s}" for c, s in sorted(seeds_of.items()))
+        raise SystemExit(f"an incomplete grid: {listed}; merge when every contender has run at the same seeds")
     order = {name: i for i, name in enumerate(CONTENDERS)}
     rows.sort(key=lambda r: (r["seed"], order.get(r["contender"], len(order))))
     head = {k: first[k] for k in ("overrides", "st", "machine")}

@@ -108,7 +108,9 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
                 "a.json: run on 'other'": [piece(rows[2:3]), piece(rows[:2], "other")],
                 "a.json: an interrupted bench": [piece(rows[2:3]), {**piece(rows[:2]), "finished": False}],
                 "a.json: rows without per-query test values": [
-                    piece(rows[2:3]), {**piece(rows[:2]), "rows": [{"contender": "ours-hard", "seed": 42}]}]}
+                    piece(rows[2:3]), {**piece(rows[:2]), "rows": [{"contender": "ours-hard", "seed": 42}]}],
+                "an incomplete grid: ours-hard at [42, 43], ours-query at [42]": [
+                    piece(rows[:2]), piece([{**rows[0], "seed": 43}])]}
     for message, (b, a) in refusals.items():
         with pytest.raises(SystemExit, match=re.escape(message)):
             bench.merge([("b.json", b), ("a.json", a)], 0.95, 200, 5)
