@@ -14,10 +14,11 @@ transformers than the project's, so they live in an environment of their own. Wi
 tried here and reported as they fail to load. ``--score`` encodes the whole corpus and the test claims
 with every contender and measures them (minutes each). Goal: our fastest path within 0.002 nDCG@10 of
 fp32 >= 1.0x the docs/s of sentence-transformers' fastest within the same bound (its fastest regardless
-of quality is shown beside).
+of quality is shown beside). ``--runtime openvino`` races our encoder under ``dense.runtime: openvino`` too
+(the same model compiled by OpenVINO; with ``--bf16`` also at bf16 precision).
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_encode.py [--limit 1000] [--rounds 3] [--bf16]
-        [--peer-python .venv-st-backends/bin/python] [--score] [--json out.json]
+        [--runtime openvino] [--peer-python .venv-st-backends/bin/python] [--score] [--json out.json]
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ def _finish(name: str, encode, texts: list[str], batch_size: int) -> dict:
             "peak_mb": _bench.peak_mb(), "base_mb": base}
 
 
-def _ours_encode(device: str, batch_size: int, bf16: bool):
+def _ours_encode(device: str, batch_size: int, bf16: bool, runtime: str = "torch"):
     from retrieval_lab.encoder import load
 
     encoder = load(LOCK, device)
-    return lambda texts: encoder.encode(texts, batch_size, MAX_LENGTH, bf16)
+    return lambda texts: encoder.encode(texts, batch_size, MAX_LENGTH, bf16, runtime)
 
 
 def _st_encode(device: str, batch_size: int, bf16: bool):
@@ -81,7 +82,10 @@ def _st_encode(device: str, batch_size: int, bf16: bool):
 
 
 CONTENDERS = {"ours": (_ours_encode, False), "sentence-transformers": (_st_encode, False),
-              "ours-bf16": (_ours_encode, True), "sentence-transformers-bf16": (_st_encode, True)}
+              "ours-bf16": (_ours_encode, True), "sentence-transformers-bf16": (_st_encode, True),
+              # dense.runtime openvino (--runtime openvino): compiled in the warm-up, as `encode` compiles once
+              "ours-openvino": (functools.partial(_ours_encode, runtime="openvino"), False),
+              "ours-openvino-bf16": (functools.partial(_ours_encode, runtime="openvino"), True)}
 
 
 def contender(name: str, data: str, limit: int, batch_size: int, device: str) -> dict:
@@ -103,6 +107,14 @@ def ours_bf16(data: str, limit: int, batch_size: int, device: str) -> dict:
 
 def sentence_transformers_bf16(data: str, limit: int, batch_size: int, device: str) -> dict:
     return contender("sentence-transformers-bf16", data, limit, batch_size, device)
+
+
+def ours_openvino(data: str, limit: int, batch_size: int, device: str) -> dict:
+    return contender("ours-openvino", data, limit, batch_size, device)
+
+
+def ours_openvino_bf16(data: str, limit: int, batch_size: int, device: str) -> dict:
+    return contender("ours-openvino-bf16", data, limit, batch_size, device)
 
 
 def _peer_call(python: str, *args: str) -> dict:
@@ -205,6 +217,8 @@ def main() -> None:
                         "optimum-onnx / optimum-intel: its ONNX and OpenVINO backends join the race")
     parser.add_argument("--peer-variants", nargs="+", default=list(PEER_VARIANTS), choices=PEER_VARIANTS,
                         help="the peer's backends raced (with --peer-python)")
+    parser.add_argument("--runtime", choices=["openvino"], action="append", default=[],
+                        help="race our encoder under this dense.runtime too (with --bf16: in bf16 as well)")
     parser.add_argument("--score", action="store_true", help="also SciFact test nDCG@10 of each contender")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
@@ -214,6 +228,8 @@ def main() -> None:
     if args.peer_python and args.device != "cpu":
         parser.error("--peer-python races sentence-transformers' CPU backends: it needs --device cpu")
     contenders = [ours, sentence_transformers] + ([ours_bf16, sentence_transformers_bf16] if args.bf16 else [])
+    if "openvino" in args.runtime:
+        contenders += [ours_openvino] + ([ours_openvino_bf16] if args.bf16 else [])
     prepared = prepare_peers(args.peer_python, args.peer_variants) if args.peer_python else {}
     contenders += [functools.partial(peer, v, args.peer_python) for v in prepared]
     rows = _bench.compete(contenders, (args.data, args.limit, args.batch_size, args.device), args.rounds)
@@ -221,6 +237,7 @@ def main() -> None:
         row["x_st"] = row["docs_per_s"] / rows[1]["docs_per_s"]
         if row["contender"] in prepared:
             row["export_seconds"] = prepared[row["contender"]]["export_seconds"]
+        if row["contender"] in prepared or row["contender"].startswith("ours-openvino"):
             row["max_abs_diff"] = float(np.abs(np.load(OUT / "ours.npy") - np.load(OUT / f"{row['contender']}.npy"))
                                         .max())
     diff = float(np.abs(np.load(OUT / "ours.npy") - np.load(OUT / "sentence-transformers.npy")).max())
@@ -230,7 +247,7 @@ def main() -> None:
           f"ours / st docs/s = {ratio:.2f}x (goal >= 1.0x): {'met' if ratio >= 1.0 else 'NOT met'}")
     result = {"rows": rows, "ours_over_st": ratio, "max_abs_diff": diff, "goal": 1.0, "limit": args.limit,
               "batch_size": args.batch_size, "device": args.device}
-    if args.bf16 or prepared:
+    if args.bf16 or prepared or args.runtime:
         race = _race(rows, args)
         result["race"] = race
         print(f"fastest: ours {race['ours']} against {race['peer']}: {race['ratio']:.2f}x "

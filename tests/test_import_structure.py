@@ -16,7 +16,7 @@ ROOT = REPO / "src" / "retrieval_lab"
 # core < data, metrics, retrievers < evaluation, comparison < commands < cli < the package's API (__init__)
 LAYERS = [
     ("core",),
-    ("pipeline_names", "runs", "report_files", "metrics", "stats", "tokenizer", "diagnosis", "encoder", "model_files", "retrievers",
+    ("pipeline_names", "runs", "report_files", "metrics", "stats", "tokenizer", "diagnosis", "encoder", "runtimes", "model_files", "retrievers",
      "fusion", "losses", "negatives", "distributed", "generate", "prepare", "judgment_pool", "inspection",
      "reproducibility", "mining", "pr_comment", "latency", "exit_codes"),
     ("evaluation", "comparison", "training", "experiments_table", "reporting", "page", "judging"),

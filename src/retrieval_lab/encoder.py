@@ -64,6 +64,7 @@ class Encoder:
     def __init__(self, model, tokenizer, device, source: dict):
         self.model, self.tokenizer, self.device, self.source = model, tokenizer, device, source
         self.last_truncated = 0  # texts cut at max_length by the latest encode()
+        self._compiled: dict[tuple, object] = {}  # (runtime, bf16, threads, weights' versions) -> compiled network
 
     @property
     def dim(self) -> int:
@@ -118,14 +119,19 @@ class Encoder:
         return by_length[inverse]  # [n, H], rows in input order
 
     def encode(self, texts: list[str], batch_size: int = 64, max_length: int = 256,
-               bf16: bool = False) -> np.ndarray:
+               bf16: bool = False, runtime: str = "torch") -> np.ndarray:
         """Inference embeddings ``float32 [len(texts), H]`` in input order.
 
         Texts are batched longest first (by characters) so each batch pads little; the
-        number cut at ``max_length`` tokens is stored in ``last_truncated``.
+        number cut at ``max_length`` tokens is stored in ``last_truncated``. ``runtime``: what runs the network
+        (``dense.runtime``): torch here, or a runtime of :mod:`retrieval_lab.runtimes`, compiled on first use and
+        again whenever the weights have changed since.
         """
         self.check_max_length(max_length, "dense.max_seq_length")
         texts = list(texts)
+        if runtime != "torch":
+            rows, self.last_truncated = self._compiled_by(runtime, bf16).encode(texts, batch_size, max_length)
+            return rows
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         truncated = 0
@@ -144,6 +150,19 @@ class Encoder:
             self.model.train(was_training)
         self.last_truncated = truncated
         return out
+
+    def _compiled_by(self, runtime: str, bf16: bool):
+        from .runtimes import compiled
+
+        if bf16 and not native_bf16():  # a compiler would quietly keep f32: the report would say bf16 wrongly
+            raise InputError(f"dense.bf16 with dense.runtime {runtime} needs a CPU with AVX512-BF16 or AMX "
+                             "(scripts/check_environment.py says which this one has)", field="dense.bf16")
+        model = getattr(self.model, "module", self.model)
+        # torch counts in-place changes of each tensor: a step of training since the last compile recompiles
+        key = (runtime, bf16, torch.get_num_threads(), tuple(p._version for p in model.parameters()))
+        if key not in self._compiled:
+            self._compiled = {key: compiled(runtime, self, bf16, torch.get_num_threads())}
+        return self._compiled[key]
 
     def save(self, directory: str | Path, reports: dict[str, dict] | None = None) -> None:
         """Save model and tokenizer in Hugging Face format, plus ``reports`` (file name -> JSON object,
@@ -236,7 +255,7 @@ def encode_part(spec: str, where: str | None, texts: list[str], params: DensePar
     if key not in _WORKER_MODELS:
         _WORKER_MODELS[key] = load(spec, params.device, where)
     encoder = _WORKER_MODELS[key]
-    rows = encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16)
+    rows = encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16, params.runtime)
     return rows, encoder.last_truncated
 
 
@@ -251,9 +270,11 @@ def _encode(encoder: Encoder, texts: list[str], params: DenseParams, dist_info,
     if isinstance(dist_info, ShardedEncoding):
         return dist_info.encode(texts, params, what)
     if dist_info is None or dist_info.world == 1:
-        return encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16), encoder.last_truncated
+        return (encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16, params.runtime),
+                encoder.last_truncated)
     start, end = dist_info.span(len(texts))
-    local = encoder.encode(texts[start:end], params.batch_size, params.max_seq_length, params.bf16)  # shard x H
+    local = encoder.encode(texts[start:end], params.batch_size, params.max_seq_length, params.bf16,
+                           params.runtime)  # shard x H
     return dist_info.gather_rows(local, len(texts)), dist_info.total(encoder.last_truncated)
 
 
@@ -294,6 +315,7 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
         "max_seq_length": params.max_seq_length,
         "batch_size": params.batch_size,
         "bf16": params.bf16,
+        **_runtime_of(params),
         "dim": encoder.dim,
         "documents": len(doc_ids),
         "queries": len(query_ids),
@@ -304,6 +326,11 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
     timings = {"seconds_documents": round(timings["documents"], 3), "seconds_queries": round(timings["queries"], 3),
                "docs_per_second": round(len(doc_ids) / max(timings["documents"], 1e-9), 1)}
     return Embeddings(doc_ids, arrays["documents"], query_ids, arrays["queries"], report, timings)
+
+
+def _runtime_of(params: DenseParams, key: str = "runtime") -> dict:
+    # recorded only when not torch: torch's embeddings keep exactly the report they always had
+    return {} if params.runtime == "torch" else {key: params.runtime}
 
 
 def _corpus_of(dataset) -> dict:
@@ -329,7 +356,7 @@ def with_queries_of(encoder: Encoder, dataset, base: Embeddings, params: DensePa
     seconds = time.perf_counter() - start
     report = {**base.report, "model": encoder.source, "documents_model": base.report.get("model"),
               **_processes(dist_info), "queries": len(query_ids), "truncated_queries": truncated,
-              "bf16_queries": params.bf16}
+              "bf16_queries": params.bf16, **_runtime_of(params, "runtime_queries")}
     return Embeddings(list(base.doc_ids), base.doc_embeddings, query_ids, queries, report,
                       {"seconds_queries": round(seconds, 3)})
 

@@ -97,9 +97,9 @@ def inspect(encoder, dataset: Dataset, split: str, n: int, k: int, params: Dense
     query_ids, picked_docs = pick(dataset, split, n, k)
     doc_ids = list(dataset.corpus)
     docs = encoder.encode([dataset.corpus[d].content(fields) for d in doc_ids], params.batch_size,
-                          params.max_seq_length, params.bf16)  # [n_docs, H]
+                          params.max_seq_length, params.bf16, params.runtime)  # [n_docs, H]
     queries = encoder.encode([dataset.queries[q].text for q in query_ids], params.batch_size,
-                             params.max_seq_length, params.bf16)  # [n_queries, H]
+                             params.max_seq_length, params.bf16, params.runtime)  # [n_queries, H]
     row_of = {d: i for i, d in enumerate(doc_ids)}
     picked = docs[[row_of[d] for d in picked_docs]]  # [n_picked, H]
     query_scores = cosine_matrix(queries, docs)  # [n_queries, n_docs]

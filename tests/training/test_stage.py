@@ -175,6 +175,38 @@ def test_corpus_encodes_come_from_the_base_embeddings_and_the_validation_of_the_
         assert results["base"].selected_step is None
 
 
+def test_under_the_openvino_runtime_the_final_embeddings_are_its_own_encode(toy, tmp_path, monkeypatch):
+    """dense.runtime openvino: validation still encodes on torch, so neither base embeddings made by OpenVINO
+    stand in for its first encode nor does its last encode stand in for the final embeddings, which are the
+    trained model's OpenVINO encode (the same bytes as encoding it afresh) and say so."""
+    pytest.importorskip("openvino", reason="the openvino extra is not installed")
+    from retrieval_lab.encoder import Encoder
+
+    dataset_dir, negatives, _ = toy
+    model_dir = tmp_path / "tiny"
+    tiny_encoder().save(model_dir)
+    params = _params(tmp_path, model_dir)
+    params = dataclasses.replace(params, dense=dataclasses.replace(params.dense, runtime="openvino"))
+    encode_dataset(load(model_dir, "cpu"), load_dataset(dataset_dir), tmp_path / "base", params.dense,
+                   ["title", "text"])
+    runtimes = []
+    encode = Encoder.encode
+
+    def counting(self, texts, *args, **kwargs):
+        runtimes.extend([kwargs.get("runtime", args[3] if len(args) > 3 else "torch")] if len(texts) == 20 else [])
+        return encode(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Encoder, "encode", counting)
+    training.run_training(params, dataset_dir, negatives, "hard", tmp_path / "m", tmp_path / "e", tmp_path / "l",
+                          base_embeddings=tmp_path / "base", progress=False)
+    monkeypatch.setattr(Encoder, "encode", encode)
+    assert runtimes == ["torch"] * 3 + ["openvino"]  # validations at steps 0, 3, 6; then the final encode
+    emb = load_embeddings(tmp_path / "e")
+    assert emb.report["runtime"] == "openvino"
+    fresh = load(tmp_path / "m", "cpu").encode(_texts(dataset_dir), 8, 16, runtime="openvino")
+    assert emb.doc_embeddings.tobytes() == fresh.tobytes()
+
+
 def test_validation_on_candidates_encodes_their_union_and_the_final_corpus_once(toy, tmp_path, monkeypatch):
     """train.validate_candidates: the first validation (base embeddings) fixes the union of each val query's
     top 3; later validations encode only that union; the stage's final embeddings encode the whole corpus

@@ -178,12 +178,21 @@ class LSAParams(Section):
     seed: int = param(0, SEED)
 
 
+# The encoder runtimes' names: torch (the encoder's own forward pass, encoder.py) and one module per other runtime
+# in src/retrieval_lab/runtimes, read from the folder as the fusion registry is.
+ENCODER_RUNTIMES = ("torch",) + tuple(sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "runtimes")
+                                             .glob("*.py") if p.stem != "__init__"))
+
+
 @dataclass(frozen=True)
 class DenseParams(Section):
     max_seq_length: int = param(256, POSITIVE)
     batch_size: int = param(64, POSITIVE)
     device: str = param("auto", rules.device)  # auto | cpu | cuda | cuda:N
     bf16: bool = False  # bf16 autocast for encoding (CUDA, or a CPU with AVX512-BF16/AMX); training on CUDA always
+    # what runs the network when encoding: torch, or openvino (the CPU only; the openvino extra): the same model
+    # compiled by OpenVINO, bf16 inference precision with dense.bf16. Training runs on torch always
+    runtime: str = param("torch", rules.one_of(ENCODER_RUNTIMES))
     # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
     faiss_factory: str = param("Flat", rules.FAISS_FACTORY)
     # search-time settings of an approximate faiss_factory, as faiss.ParameterSpace takes them ("efSearch=256" for
@@ -201,6 +210,9 @@ class DenseParams(Section):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.runtime != "torch" and self.device.startswith("cuda"):
+            raise InputError(f"dense.runtime {self.runtime} runs on the CPU, not on {self.device}: set dense.device: "
+                             "cpu (or auto on a machine without CUDA)", field=f"{self.KEY}.runtime")
         for name, spec in self.models.items():
             if (why := rules.lock(spec)) is not None:
                 raise InputError(why, field=f"{self.KEY}.models.{name}")

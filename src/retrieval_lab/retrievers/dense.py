@@ -131,7 +131,9 @@ class DenseRetriever:
         encoded = {}
         if new:
             vectors = self._encoder_for_new_queries().encode(
-                [queries[q] for q in new], self.params.batch_size, self.params.max_seq_length, self.params.bf16)
+                [queries[q] for q in new], self.params.batch_size, self.params.max_seq_length, self.params.bf16,
+                # named only when not torch: an encoder of the user's own takes the four arguments it always took
+                **({"runtime": self.params.runtime} if self.params.runtime != "torch" else {}))
             encoded = dict(zip(new, vectors))
         stored = self.embeddings.query_embeddings
         return np.stack([encoded[q] if q in encoded else stored[self._query_rows[q]] for q in qids])  # [q, H]

@@ -97,7 +97,7 @@ class Dense:
         docs, p = _docs(corpus), self.params.dense
         fields = self.params.retrieve.fields
         matrix = self.encoder.encode([d.content(fields) for d in docs.values()], p.batch_size, p.max_seq_length,
-                                     p.bf16)  # [N, H]
+                                     p.bf16, p.runtime)  # [N, H]
         embeddings = Embeddings(list(docs), matrix, [], np.zeros((0, matrix.shape[1]), np.float32))
         self._retriever = DenseRetriever(embeddings, p, self.encoder)
         return self

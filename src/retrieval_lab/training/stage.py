@@ -118,7 +118,9 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
         return result
     # every rank re-encodes its shard (fine_tune left rank 0's weights on all); rank 0 writes
     if frozen is None:
-        documents = encoded.get(weights_digest(encoder.model)) if encoded is not None else None
+        # validation encodes on torch: its rows stand in for this encode only when this one runs on torch too
+        documents = (encoded.get(weights_digest(encoder.model))
+                     if encoded is not None and params.dense.runtime == "torch" else None)
         embeddings = embed_dataset(encoder, dataset, params.dense, fields, dist_info, documents)
     else:
         embeddings = with_queries_of(encoder, dataset, frozen, params.dense, dist_info)
@@ -142,7 +144,8 @@ def _keep_base_documents(encoded: EncodedDocuments, digest: str, base, encoder, 
                   and "processes" not in report and report.get("fields") == list(fields)
                   and report.get("max_seq_length") == params.dense.max_seq_length
                   and report.get("batch_size") == params.dense.batch_size
-                  and report.get("bf16") == params.dense.bf16 and list(base.doc_ids) == list(dataset.corpus))
+                  and report.get("bf16") == params.dense.bf16 and "runtime" not in report  # validation runs on torch
+                  and list(base.doc_ids) == list(dataset.corpus))
     if made_alike:
         encoded.keep(digest, base.doc_embeddings, int(report.get("truncated_documents", 0)))
 

@@ -1,0 +1,107 @@
+"""The encoder's network converted from torch by OpenVINO and compiled for this CPU (``dense.runtime:
+openvino``; the ``openvino`` extra).
+
+Nothing is exported to disk: ``openvino.convert_model`` traces the loaded (verified) torch model in memory, with
+the batch and token dimensions left dynamic. Precision: ``bf16`` compiles with OpenVINO's bf16 inference
+precision (on a CPU with AVX512-BF16 or AMX; elsewhere OpenVINO keeps f32), else f32 throughout. Pooling and
+normalisation run in float32 NumPy, as the torch path does them in float32. Batches go through an asynchronous
+queue, so the next batch is tokenised while the CPU runs the previous one; each batch is one independent
+inference, so the rows do not depend on which request ran it (the same bytes on every run, on one machine).
+Speed and nDCG@10 against torch and sentence-transformers' backends: docs/lab-notes.md (scripts/bench_encode.py).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..core.errors import InputError
+
+# requests in flight: one running while the next batch is tokenised (more would only hold more activations)
+_IN_FLIGHT = 2
+# OpenVINO's CPU streams: 1 runs each batch on all the threads
+_STREAMS = 1
+
+
+class CompiledEncoder:
+    def __init__(self, compiled, tokenizer, input_names: list[str], dim: int, precision: str):
+        self.compiled, self.tokenizer, self.input_names, self.dim = compiled, tokenizer, input_names, dim
+        self.precision = precision  # the inference precision OpenVINO compiled for: bf16 or f32
+
+    def encode(self, texts: list[str], batch_size: int, max_length: int) -> tuple[np.ndarray, int]:
+        """``float32 [len(texts), H]`` unit rows in input order (longest texts batched first, as torch's path
+        batches them), and how many texts were cut at ``max_length`` tokens."""
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        truncated = 0
+        requests = [self.compiled.create_infer_request() for _ in range(_IN_FLIGHT)]
+        waiting: list = [None] * _IN_FLIGHT  # per request: (rows, attention mask) of the batch it runs
+
+        def finish(slot: int) -> None:
+            requests[slot].wait()
+            rows, mask = waiting[slot]
+            out[rows] = _mean_pool_normalised(requests[slot].get_output_tensor(0).data, mask)
+            waiting[slot] = None
+
+        for number, start in enumerate(range(0, len(texts), batch_size)):
+            rows = order[start:start + batch_size]
+            batch = self.tokenizer([texts[i] for i in rows], padding=True, truncation=True, max_length=max_length,
+                                   return_tensors="np")
+            truncated += sum(1 for enc in batch.encodings if enc.overflowing)
+            slot = number % _IN_FLIGHT
+            if waiting[slot] is not None:
+                finish(slot)
+            requests[slot].start_async([np.ascontiguousarray(batch[name], dtype=np.int64) for name in self.input_names])
+            waiting[slot] = (rows, batch["attention_mask"])
+        for slot in range(_IN_FLIGHT):
+            if waiting[slot] is not None:
+                finish(slot)
+        return out, truncated
+
+
+def _mean_pool_normalised(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """e = u / |u|, u = sum_t m_t h_t / sum_t m_t: the pooling of encoder.py in float32."""
+    weights = mask[..., None].astype(np.float32)  # [b, T, 1]
+    summed = (hidden * weights).sum(axis=1)  # [b, H]
+    pooled = summed / np.maximum(weights.sum(axis=1), 1e-9)  # [b, H]
+    return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+
+def compile(encoder, bf16: bool, threads: int) -> CompiledEncoder:
+    """``encoder``'s network (its weights as they are now) compiled by OpenVINO for the CPU, ``threads`` threads."""
+    import torch
+
+    try:
+        import openvino as ov
+    except ImportError:
+        raise InputError("dense.runtime openvino needs the openvino package: pip install 'retrieval-lab[openvino]'",
+                         field="dense.runtime") from None
+    if encoder.device.type != "cpu":
+        raise InputError(f"dense.runtime openvino runs on the CPU; the encoder is on {encoder.device}: set "
+                         "dense.device: cpu", field="dense.runtime")
+    model = getattr(encoder.model, "module", encoder.model)
+    sample = encoder.tokenizer(["a sample text to trace", "another"], padding=True, return_tensors="pt")
+    names = list(sample.keys())
+
+    class LastHidden(torch.nn.Module):  # the model's inputs by position, its last hidden state the one output
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *inputs):
+            return self.model(**dict(zip(names, inputs))).last_hidden_state  # [B, T, H]
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's notes on Python control flow, about shapes it keeps dynamic
+            network = ov.convert_model(LastHidden().eval(), example_input=tuple(sample[n] for n in names))
+    finally:
+        model.train(was_training)
+    config = {"INFERENCE_NUM_THREADS": int(threads), "NUM_STREAMS": _STREAMS,
+              "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"}
+    compiled = ov.Core().compile_model(network, "CPU", config)
+    precision = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+    return CompiledEncoder(compiled, encoder.tokenizer, names, encoder.dim, precision)

@@ -1,0 +1,86 @@
+"""dense.runtime openvino: the encoder's network compiled by OpenVINO gives torch's embeddings (f32 to float
+rounding, bf16 within bf16's step), the same bytes on every run, in input order, recompiled when the weights
+change, and refused where it cannot run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from training_fixtures import tiny_encoder
+
+from retrieval_lab import encoder as E
+from retrieval_lab.core.data import Dataset, Doc, Query
+from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import DenseParams
+
+pytest.importorskip("openvino", reason="the openvino extra is not installed")
+
+LOCK = Path(__file__).resolve().parents[2] / "models" / "base.lock.json"
+LONG = "Mitochondria are the powerhouse of the cell and produce ATP through oxidative phosphorylation. " * 3
+TEXTS = ["printer jams", LONG, "", "vpn drops when the laptop sleeps", "word " * 60, "disk full", LONG[:90], "wifi"]
+
+
+def test_f32_gives_torchs_rows_in_input_order_the_same_bytes_each_run():
+    enc = tiny_encoder(dropout=0.0)
+    reference = enc.encode(TEXTS, 3, 48)  # batches of 3 over 8 texts: a short last batch, two in flight
+    cut_by_torch = enc.last_truncated
+    rows = enc.encode(TEXTS, 3, 48, runtime="openvino")
+    assert rows.dtype == np.float32 and rows.shape == reference.shape
+    assert np.abs(rows - reference).max() < 1e-5
+    assert enc.last_truncated == cut_by_torch == 2  # LONG and "word " * 60 exceed 48 tokens
+    assert np.array_equal(enc.encode(TEXTS, 3, 48, runtime="openvino"), rows)
+    # every row is its own text's: a text encoded alone gives its row
+    alone = enc.encode([TEXTS[3]], 3, 48, runtime="openvino")
+    assert np.abs(alone[0] - rows[3]).max() < 1e-5
+    assert enc.last_truncated == 0
+
+
+def test_a_change_of_the_weights_recompiles():
+    enc = tiny_encoder(dropout=0.0)
+    before = enc.encode(TEXTS[:4], 2, 48, runtime="openvino")
+    compiled = next(iter(enc._compiled.values()))
+    enc.encode(TEXTS[:4], 2, 48, runtime="openvino")
+    assert next(iter(enc._compiled.values())) is compiled  # unchanged weights: compiled once
+    with torch.no_grad():
+        enc.model.encoder.layer[0].output.dense.weight.mul_(3.0)  # an optimizer step changes weights in place
+    after = enc.encode(TEXTS[:4], 2, 48, runtime="openvino")
+    assert np.abs(after - before).max() > 1e-3
+    assert np.abs(after - enc.encode(TEXTS[:4], 2, 48)).max() < 1e-5
+
+
+def test_refused_where_it_cannot_run(monkeypatch):
+    with pytest.raises(InputError, match=r"unknown value 'onnx' \(choices: torch, openvino\)"):
+        DenseParams(runtime="onnx")
+    with pytest.raises(InputError, match="dense.runtime openvino runs on the CPU, not on cuda"):
+        DenseParams(runtime="openvino", device="cuda")
+    enc = tiny_encoder(dropout=0.0)
+    monkeypatch.setattr(E, "native_bf16", lambda: False)  # OpenVINO would compute f32 and say nothing
+    with pytest.raises(InputError, match="dense.bf16 with dense.runtime openvino needs a CPU with AVX512-BF16"):
+        enc.encode(TEXTS, 2, 48, bf16=True, runtime="openvino")
+    enc.device = torch.device("cuda")  # device auto resolved to CUDA
+    with pytest.raises(InputError, match="runs on the CPU; the encoder is on cuda"):
+        enc.encode(TEXTS, 2, 48, runtime="openvino")
+
+
+@pytest.mark.slow
+def test_the_real_model_and_the_embeddings_report():
+    """all-MiniLM-L6-v2: f32 within float rounding of torch; bf16 (where native) within bf16's step; the report
+    says the runtime (and torch's report stays as it was)."""
+    enc = E.load(LOCK, device="cpu")
+    dataset = Dataset(Path("mem"), {f"d{i}": Doc(f"d{i}", "", t) for i, t in enumerate(TEXTS)},
+                      {"q1": Query("q1", "how do cells make energy?")}, {})
+    torch_params = DenseParams(batch_size=4, max_seq_length=64)
+    bf16 = E.native_bf16()
+    params = DenseParams(batch_size=4, max_seq_length=64, runtime="openvino", bf16=bf16)
+    reference = E.embed_dataset(enc, dataset, torch_params, ["title", "text"])
+    compiled = E.embed_dataset(enc, dataset, params, ["title", "text"])
+    assert "runtime" not in reference.report and compiled.report["runtime"] == "openvino"
+    assert {k: v for k, v in compiled.report.items() if k not in ("runtime", "bf16")} == \
+        {k: v for k, v in reference.report.items() if k != "bf16"}
+    gap = np.abs(compiled.doc_embeddings - reference.doc_embeddings).max()
+    # bf16 keeps 8 significant bits: rows move by about 1e-3 (and must move: the precision took effect)
+    assert (1e-4 < gap < 1e-2) if bf16 else gap < 1e-5
+    assert (compiled.doc_embeddings * reference.doc_embeddings).sum(axis=1).min() > 0.999
