@@ -4,13 +4,15 @@ Those backends need optimum-onnx / optimum-intel, whose releases pin an older tr
 so they run in an environment of their own, for instance (the race run so: lab notes, 2026-12-05):
 
     python3.11 -m venv .venv-st-backends
-    .venv-st-backends/bin/pip install torch==2.13.0 "transformers<4.58" sentence-transformers optimum-onnx onnxruntime "optimum-intel[openvino]"
+    .venv-st-backends/bin/pip install torch==2.13.0 "transformers<4.58" "huggingface-hub<1.0" sentence-transformers \
+        optimum-onnx onnxruntime "optimum-intel[openvino]" datasets
 
 This file imports nothing of retrieval_lab (that environment does not have it; _bench is stdlib only) and
 writes only under the folder it is given: bench_encode hands it the verified model folder, the texts (a JSON list) and where the
 embeddings go, and reads back the one JSON line it prints.
 
-    prepare --variant V --model DIR --work DIR   export (and quantise) once, untimed, into DIR/V
+    prepare --variant V --model DIR --work DIR [--calibration F.json]
+                                                 export (and quantise) once, untimed, into DIR/V
     encode  --variant V --work DIR --texts F.json --out F.npy --batch-size B --max-length L
                                                  load DIR/V in this fresh process, warm up on one batch, time one
                                                  encode of every text; docs/s and the peak RSS of the encode
@@ -41,6 +43,9 @@ VARIANTS = {
     "st-onnx-o3": ("onnx", "O3"),  # optimum's graph fusions, the most a CPU takes (O4 is fp16, for GPUs)
     "st-onnx-int8": ("onnx", "int8"),  # dynamic int8 quantisation, weights and activations
     "st-openvino": ("openvino", None),
+    # static int8 (optimum-intel's OVQuantizer, NNCF), calibrated on the texts --calibration gives (the hub's
+    # default, GLUE SST-2, is out of reach here): the same texts our int8 path calibrates on
+    "st-openvino-int8": ("openvino", "qint8"),
 }
 
 
@@ -54,7 +59,7 @@ def _load(folder: Path, backend: str, file_name: str | None, max_length: int | N
     return model
 
 
-def prepare(variant: str, model: Path, work: Path) -> dict:
+def prepare(variant: str, model: Path, work: Path, calibration: Path | None = None) -> dict:
     backend, step = VARIANTS[variant]
     folder = work / variant
     shutil.copytree(model, folder)  # the export writes beside the model: never into the verified folder
@@ -74,6 +79,20 @@ def prepare(variant: str, model: Path, work: Path) -> dict:
         target = _int8_target()
         export_dynamic_quantized_onnx_model(loaded, target, str(folder))
         file_name = f"onnx/model_qint8_{target}.onnx"
+    elif step == "qint8":
+        from optimum.intel import OVQuantizationConfig
+        from sentence_transformers.backend import export_static_quantized_openvino_model
+
+        if calibration is None:
+            raise SystemExit(f"{variant}: static quantisation needs --calibration (a JSON list of texts)")
+        texts = json.loads(calibration.read_text(encoding="utf-8"))
+        local = work / f"{variant}-calibration"  # a dataset folder that datasets.load_dataset reads offline
+        local.mkdir(exist_ok=True)
+        (local / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+        export_static_quantized_openvino_model(loaded, OVQuantizationConfig(num_samples=len(texts)), str(folder),
+                                               dataset_name=str(local), dataset_config_name="default",
+                                               dataset_split="train", column_name="text")
+        file_name = "openvino/openvino_model_qint8_quantized.xml"
     if file_name and not (folder / file_name).is_file():
         raise SystemExit(f"{variant}: the export wrote no {file_name}")
     spec = {"variant": variant, "backend": backend, "file_name": file_name, "export_seconds": time.perf_counter() - start}
@@ -121,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--variant", choices=sorted(VARIANTS), required=True)
     p.add_argument("--model", type=Path, required=True)
     p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--calibration", type=Path, help="a JSON list of texts: static int8's calibration set")
     e = sub.add_parser("encode")
     e.add_argument("--variant", choices=sorted(VARIANTS), required=True)
     e.add_argument("--work", type=Path, required=True)
@@ -130,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--max-length", type=int, required=True)
     args = parser.parse_args(argv)
     if args.command == "prepare":
-        result = prepare(args.variant, args.model, args.work)
+        result = prepare(args.variant, args.model, args.work, args.calibration)
     else:
         result = encode(args.variant, args.work, args.texts, args.out, args.batch_size, args.max_length)
     print(json.dumps(result), file=sys.stdout, flush=True)

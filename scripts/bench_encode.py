@@ -14,11 +14,12 @@ transformers than the project's, so they live in an environment of their own. Wi
 tried here and reported as they fail to load. ``--score`` encodes the whole corpus and the test claims
 with every contender and measures them (minutes each). Goal: our fastest path within 0.002 nDCG@10 of
 fp32 >= 1.0x the docs/s of sentence-transformers' fastest within the same bound (its fastest regardless
-of quality is shown beside). ``--runtime openvino`` races our encoder under ``dense.runtime: openvino`` too
-(the same model compiled by OpenVINO; with ``--bf16`` also at bf16 precision).
+of quality is shown beside). ``--runtime openvino`` / ``--runtime openvino_int8`` race our encoder under that
+``dense.runtime`` too (the same model compiled by OpenVINO, the second with int8 linear layers; with ``--bf16``
+also at bf16 precision).
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_encode.py [--limit 1000] [--rounds 3] [--bf16]
-        [--runtime openvino] [--peer-python .venv-st-backends/bin/python] [--score] [--json out.json]
+        [--runtime openvino] [--runtime openvino_int8] [--peer-python .venv-st-backends/bin/python] [--score] [--json out.json]
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ LOCK = Path(__file__).resolve().parents[1] / "models" / "base.lock.json"
 MAX_LENGTH = 256
 OUT = Path(tempfile.gettempdir()) / "bench_encode"  # embeddings, to check both agree
 PEER_SCRIPT = Path(__file__).with_name("_st_backends.py")
-PEER_VARIANTS = ("st-onnx", "st-onnx-o3", "st-onnx-int8", "st-openvino")
+PEER_VARIANTS = ("st-onnx", "st-onnx-o3", "st-onnx-int8", "st-openvino", "st-openvino-int8")
+CALIBRATION = 300  # static int8's calibration texts: a seeded sample of the corpus (no labels), OVQuantizer's default count
 NDCG_BOUND = 0.002  # the race's quality bound: |nDCG@10 - ours fp32's| on SciFact test
 
 
@@ -85,7 +87,9 @@ CONTENDERS = {"ours": (_ours_encode, False), "sentence-transformers": (_st_encod
               "ours-bf16": (_ours_encode, True), "sentence-transformers-bf16": (_st_encode, True),
               # dense.runtime openvino (--runtime openvino): compiled in the warm-up, as `encode` compiles once
               "ours-openvino": (functools.partial(_ours_encode, runtime="openvino"), False),
-              "ours-openvino-bf16": (functools.partial(_ours_encode, runtime="openvino"), True)}
+              "ours-openvino-bf16": (functools.partial(_ours_encode, runtime="openvino"), True),
+              "ours-openvino-int8": (functools.partial(_ours_encode, runtime="openvino_int8"), False),
+              "ours-openvino-int8-bf16": (functools.partial(_ours_encode, runtime="openvino_int8"), True)}
 
 
 def contender(name: str, data: str, limit: int, batch_size: int, device: str) -> dict:
@@ -117,6 +121,14 @@ def ours_openvino_bf16(data: str, limit: int, batch_size: int, device: str) -> d
     return contender("ours-openvino-bf16", data, limit, batch_size, device)
 
 
+def ours_openvino_int8(data: str, limit: int, batch_size: int, device: str) -> dict:
+    return contender("ours-openvino-int8", data, limit, batch_size, device)
+
+
+def ours_openvino_int8_bf16(data: str, limit: int, batch_size: int, device: str) -> dict:
+    return contender("ours-openvino-int8-bf16", data, limit, batch_size, device)
+
+
 def _peer_call(python: str, *args: str) -> dict:
     """Run scripts/_st_backends.py under ``python``; its one JSON line, or a one-line error naming why not."""
     done = subprocess.run([python, str(PEER_SCRIPT), *args], capture_output=True, text=True, check=False)
@@ -126,7 +138,17 @@ def _peer_call(python: str, *args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def prepare_peers(python: str, variants: list[str]) -> dict[str, dict]:
+def calibration_texts(data: str) -> list[str]:
+    """CALIBRATION corpus texts drawn with seed 0: what static int8 calibrates on (documents, never a label)."""
+    import random
+
+    from retrieval_lab.core.data import read_corpus
+
+    docs = list(read_corpus(Path(data) / "corpus.jsonl").values())
+    return [doc.content(["title", "text"]) for doc in random.Random(0).sample(docs, min(CALIBRATION, len(docs)))]
+
+
+def prepare_peers(python: str, variants: list[str], data: str) -> dict[str, dict]:
     """Export (and quantise) each peer variant once, untimed, from the verified model folder."""
     import shutil
 
@@ -136,8 +158,10 @@ def prepare_peers(python: str, variants: list[str]) -> dict[str, dict]:
     if work.exists():
         shutil.rmtree(work)  # an earlier run's exports: this script's own folder
     work.mkdir(parents=True)
-    return {v: _peer_call(python, "prepare", "--variant", v, "--model", str(verify_lock(LOCK)), "--work", str(work))
-            for v in variants}
+    calibration = work / "calibration.json"
+    calibration.write_text(json.dumps(calibration_texts(data)), encoding="utf-8")
+    return {v: _peer_call(python, "prepare", "--variant", v, "--model", str(verify_lock(LOCK)), "--work", str(work),
+                          "--calibration", str(calibration)) for v in variants}
 
 
 def _peer_encoder(variant: str, python: str, batch_size: int):
@@ -217,8 +241,8 @@ def main() -> None:
                         "optimum-onnx / optimum-intel: its ONNX and OpenVINO backends join the race")
     parser.add_argument("--peer-variants", nargs="+", default=list(PEER_VARIANTS), choices=PEER_VARIANTS,
                         help="the peer's backends raced (with --peer-python)")
-    parser.add_argument("--runtime", choices=["openvino"], action="append", default=[],
-                        help="race our encoder under this dense.runtime too (with --bf16: in bf16 as well)")
+    parser.add_argument("--runtime", choices=["openvino", "openvino_int8"], action="append", default=[],
+                        help="race our encoder under this dense.runtime too (with --bf16: in bf16 as well); repeatable")
     parser.add_argument("--score", action="store_true", help="also SciFact test nDCG@10 of each contender")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
@@ -230,7 +254,9 @@ def main() -> None:
     contenders = [ours, sentence_transformers] + ([ours_bf16, sentence_transformers_bf16] if args.bf16 else [])
     if "openvino" in args.runtime:
         contenders += [ours_openvino] + ([ours_openvino_bf16] if args.bf16 else [])
-    prepared = prepare_peers(args.peer_python, args.peer_variants) if args.peer_python else {}
+    if "openvino_int8" in args.runtime:
+        contenders += [ours_openvino_int8] + ([ours_openvino_int8_bf16] if args.bf16 else [])
+    prepared = prepare_peers(args.peer_python, args.peer_variants, args.data) if args.peer_python else {}
     contenders += [functools.partial(peer, v, args.peer_python) for v in prepared]
     rows = _bench.compete(contenders, (args.data, args.limit, args.batch_size, args.device), args.rounds)
     for row in rows:

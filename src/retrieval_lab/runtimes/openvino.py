@@ -12,6 +12,9 @@ Speed and nDCG@10 against torch and sentence-transformers' backends: docs/lab-no
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import warnings
 
 import numpy as np
@@ -20,8 +23,12 @@ from ..core.errors import InputError
 
 # requests in flight: one running while the next batch is tokenised (more would only hold more activations)
 _IN_FLIGHT = 2
-# OpenVINO's CPU streams: 1 runs each batch on all the threads
+# OpenVINO's CPU streams: 1 runs each batch on all the threads (2 streams of one thread each measured level)
 _STREAMS = 1
+# int8: the inputs of each int8 layer quantised at run time in groups of this many values. Chosen on SciFact
+# validation (lab notes, 2026-12-05): the largest of 32 / 128 / 384 within 0.002 nDCG@10 of fp32 (384, a whole
+# row per scale, lost 0.0048)
+INT8_GROUP = 128
 
 
 class CompiledEncoder:
@@ -60,6 +67,22 @@ class CompiledEncoder:
         return out, truncated
 
 
+def _int8_weights(network):
+    try:
+        import nncf
+        from nncf.common.logging import nncf_logger
+    except ImportError:
+        raise InputError("dense.runtime openvino_int8 needs the nncf package: pip install 'retrieval-lab[openvino]'",
+                         field="dense.runtime") from None
+    level = nncf_logger.level
+    nncf_logger.setLevel(logging.ERROR)  # its summary table and progress bar would go to stdout, where commands
+    try:                                 # print their report
+        with contextlib.redirect_stdout(io.StringIO()):
+            return nncf.compress_weights(network, mode=nncf.CompressWeightsMode.INT8_ASYM)
+    finally:
+        nncf_logger.setLevel(level)
+
+
 def _mean_pool_normalised(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """e = u / |u|, u = sum_t m_t h_t / sum_t m_t: the pooling of encoder.py in float32."""
     weights = mask[..., None].astype(np.float32)  # [b, T, 1]
@@ -68,8 +91,12 @@ def _mean_pool_normalised(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
-def compile(encoder, bf16: bool, threads: int) -> CompiledEncoder:
-    """``encoder``'s network (its weights as they are now) compiled by OpenVINO for the CPU, ``threads`` threads."""
+def compile(encoder, bf16: bool, threads: int, int8: bool = False) -> CompiledEncoder:
+    """``encoder``'s network (its weights as they are now) compiled by OpenVINO for the CPU, ``threads`` threads.
+    ``int8``: the linear layers' weights compressed to int8 (NNCF's data-free weight compression, asymmetric, one
+    scale per output channel) and their inputs quantised at run time by OpenVINO's CPU plugin, in groups of
+    INT8_GROUP values, so those layers multiply in int8 (VNNI / AMX where the CPU has them); no calibration set,
+    so the same texts give the same rows whatever was encoded before."""
     import torch
 
     try:
@@ -102,6 +129,9 @@ def compile(encoder, bf16: bool, threads: int) -> CompiledEncoder:
         model.train(was_training)
     config = {"INFERENCE_NUM_THREADS": int(threads), "NUM_STREAMS": _STREAMS,
               "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"}
+    if int8:
+        network = _int8_weights(network)
+        config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = INT8_GROUP
     compiled = ov.Core().compile_model(network, "CPU", config)
     precision = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
     return CompiledEncoder(compiled, encoder.tokenizer, names, encoder.dim, precision)
