@@ -243,6 +243,8 @@ def main() -> None:
                         help="the peer's backends raced (with --peer-python)")
     parser.add_argument("--runtime", choices=["openvino", "openvino_int8"], action="append", default=[],
                         help="race our encoder under this dense.runtime too (with --bf16: in bf16 as well); repeatable")
+    parser.add_argument("--leave-out", nargs="+", default=[], choices=[n for n in CONTENDERS if "openvino" in n],
+                        help="runtime contenders not raced (a precision already measured slower)")
     parser.add_argument("--score", action="store_true", help="also SciFact test nDCG@10 of each contender")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
@@ -256,6 +258,7 @@ def main() -> None:
         contenders += [ours_openvino] + ([ours_openvino_bf16] if args.bf16 else [])
     if "openvino_int8" in args.runtime:
         contenders += [ours_openvino_int8] + ([ours_openvino_int8_bf16] if args.bf16 else [])
+    contenders = [c for c in contenders if c.__name__.replace("_", "-") not in args.leave_out]
     prepared = prepare_peers(args.peer_python, args.peer_variants, args.data) if args.peer_python else {}
     contenders += [functools.partial(peer, v, args.peer_python) for v in prepared]
     rows = _bench.compete(contenders, (args.data, args.limit, args.batch_size, args.device), args.rounds)
