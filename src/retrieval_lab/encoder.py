@@ -255,7 +255,7 @@ def encode_part(spec: str, where: str | None, texts: list[str], params: DensePar
     if key not in _WORKER_MODELS:
         _WORKER_MODELS[key] = load(spec, params.device, where)
     encoder = _WORKER_MODELS[key]
-    rows = encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16, params.runtime)
+    rows = encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16, **_runtime_arg(params))
     return rows, encoder.last_truncated
 
 
@@ -270,11 +270,11 @@ def _encode(encoder: Encoder, texts: list[str], params: DenseParams, dist_info,
     if isinstance(dist_info, ShardedEncoding):
         return dist_info.encode(texts, params, what)
     if dist_info is None or dist_info.world == 1:
-        return (encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16, params.runtime),
+        return (encoder.encode(texts, params.batch_size, params.max_seq_length, params.bf16, **_runtime_arg(params)),
                 encoder.last_truncated)
     start, end = dist_info.span(len(texts))
     local = encoder.encode(texts[start:end], params.batch_size, params.max_seq_length, params.bf16,
-                           params.runtime)  # shard x H
+                           **_runtime_arg(params))  # shard x H
     return dist_info.gather_rows(local, len(texts)), dist_info.total(encoder.last_truncated)
 
 
@@ -326,6 +326,11 @@ def embed_dataset(encoder: Encoder, dataset, params: DenseParams, fields: list[s
     timings = {"seconds_documents": round(timings["documents"], 3), "seconds_queries": round(timings["queries"], 3),
                "docs_per_second": round(len(doc_ids) / max(timings["documents"], 1e-9), 1)}
     return Embeddings(doc_ids, arrays["documents"], query_ids, arrays["queries"], report, timings)
+
+
+def _runtime_arg(params: DenseParams) -> dict:
+    # named only when not torch: an encoder of the user's own takes the four arguments it always took
+    return {} if params.runtime == "torch" else {"runtime": params.runtime}
 
 
 def _runtime_of(params: DenseParams, key: str = "runtime") -> dict:
