@@ -113,22 +113,6 @@ def sentence_transformers_bf16(data: str, limit: int, batch_size: int, device: s
     return contender("sentence-transformers-bf16", data, limit, batch_size, device)
 
 
-def ours_openvino(data: str, limit: int, batch_size: int, device: str) -> dict:
-    return contender("ours-openvino", data, limit, batch_size, device)
-
-
-def ours_openvino_bf16(data: str, limit: int, batch_size: int, device: str) -> dict:
-    return contender("ours-openvino-bf16", data, limit, batch_size, device)
-
-
-def ours_openvino_int8(data: str, limit: int, batch_size: int, device: str) -> dict:
-    return contender("ours-openvino-int8", data, limit, batch_size, device)
-
-
-def ours_openvino_int8_bf16(data: str, limit: int, batch_size: int, device: str) -> dict:
-    return contender("ours-openvino-int8-bf16", data, limit, batch_size, device)
-
-
 def _peer_call(python: str, *args: str) -> dict:
     """Run scripts/_st_backends.py under ``python``; its one JSON line, or a one-line error naming why not."""
     done = subprocess.run([python, str(PEER_SCRIPT), *args], capture_output=True, text=True, check=False)
@@ -254,11 +238,10 @@ def main() -> None:
     if args.peer_python and args.device != "cpu":
         parser.error("--peer-python races sentence-transformers' CPU backends: it needs --device cpu")
     contenders = [ours, sentence_transformers] + ([ours_bf16, sentence_transformers_bf16] if args.bf16 else [])
-    if "openvino" in args.runtime:
-        contenders += [ours_openvino] + ([ours_openvino_bf16] if args.bf16 else [])
-    if "openvino_int8" in args.runtime:
-        contenders += [ours_openvino_int8] + ([ours_openvino_int8_bf16] if args.bf16 else [])
-    contenders = [c for c in contenders if c.__name__.replace("_", "-") not in args.leave_out]
+    for runtime in args.runtime:  # ours-openvino, ours-openvino-int8 (and their -bf16 with --bf16)
+        name = "ours-" + runtime.replace("_", "-")
+        contenders += [functools.partial(contender, n) for n in [name] + ([name + "-bf16"] if args.bf16 else [])
+                       if n not in args.leave_out]
     prepared = prepare_peers(args.peer_python, args.peer_variants, args.data) if args.peer_python else {}
     contenders += [functools.partial(peer, v, args.peer_python) for v in prepared]
     rows = _bench.compete(contenders, (args.data, args.limit, args.batch_size, args.device), args.rounds)
