@@ -356,7 +356,7 @@ def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int
     head = {k: first[k] for k in ("overrides", "st", "machine")}
     return {**head, "seeds": sorted({r["seed"] for r in rows}), "rows": rows,
             **summarise(rows, first["strata_queries"], family_level, permutations, seed),
-            "pieces": [{"file": name, "date": data["machine"].get("date"), "args": data.get("args"),
+            "pieces": [{"file": name, "date": data.get("date"), "args": data.get("args"),
                         "wall_seconds": data.get("wall_seconds"), "rows": [[r["contender"], r["seed"]] for r in data["rows"]]}
                        for name, data in pieces], "finished": True}
 
@@ -431,7 +431,8 @@ def main(argv: list[str] | None = None) -> dict:
             "st_batch": ns.st_batch, "st_lr": ns.st_lr, "tuned_lrs": ns.tuned_lrs}
     head = {"overrides": overrides, "seeds": ns.seeds, "st": {"batch": ns.st_batch, "lr": ns.st_lr,
             "epochs": ns.st_epochs, "tuned_lrs": ns.tuned_lrs, "cmnrl": CMNRL}, "machine": machine_info(),
-            "args": list(argv if argv is not None else sys.argv[1:])}
+            "args": list(argv if argv is not None else sys.argv[1:]),
+            "date": time.strftime("%Y-%m-%d", time.gmtime())}
     rows: list[dict] = []
     started = time.perf_counter()
     for seed in ns.seeds:  # a seed's contenders back to back: the load of other jobs falls on all alike

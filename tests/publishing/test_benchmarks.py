@@ -402,5 +402,8 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
             f"on 2026-12-06 (st-mnrl seed 42); then merged") in md
     assert f"`{script} --merge a.json b.json --json bench-results/finetune-peers.json`." in md
     assert "/tmp/" not in md  # each part's command writes the file the merge read, wherever it wrote first
+    merged["pieces"][1]["date"] = None  # a part from before parts recorded their date: no "on None"
+    md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
+    assert "--json b.json` (st-mnrl seed 42)" in md and "None" not in md
     single = "\n".join(benchmarks.peers_lines(_peers(["ours-hard", "st-mnrl"], [42]), "bench-results"))
     assert "one run on one machine (" in single and "--seeds 42 43 44 --json bench-results/finetune-peers.json`" in single

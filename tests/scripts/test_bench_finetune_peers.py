@@ -91,10 +91,10 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     assert Path(reused["run"]).read_bytes() == Path(tuned["run"]).read_bytes()
 
     # parts of the grid run apart and merged give what one run gives: the same summary, family and goals
-    def piece(part: list[dict], cpu: str = "CPU") -> dict:
+    def piece(part: list[dict], cpu: str = "CPU", date: str | None = "2026-12-05") -> dict:
         part = copy.deepcopy(part)
         scored = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), part, 0.95, 200, 5)
-        return {"overrides": TINY, "st": {"lr": 5e-5}, "machine": {"cpu": cpu, "date": "2026-12-05"}, "rows": part,
+        return {"overrides": TINY, "st": {"lr": 5e-5}, "machine": {"cpu": cpu}, "date": date, "rows": part,
                 **scored, "finished": True}
 
     whole = piece(rows[:5])
@@ -103,6 +103,7 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     for key in ("summary", "comparisons", "family", "goals", "strata"):
         assert merged[key] == whole[key], key
     assert [p["file"] for p in merged["pieces"]] == ["b.json", "a.json"] and merged["seeds"] == [42]
+    assert [p["date"] for p in merged["pieces"]] == ["2026-12-05"] * 2  # each part's own date, rendered beside its command
     refusals = {"a.json: ours-hard seed 42 is in an earlier piece too": [piece(rows[:2]), piece(rows[:3])],
                 "a.json: field overrides differs from b.json's": [piece(rows[2:3]), {**piece(rows[:2]), "overrides": []}],
                 "a.json: run on 'other'": [piece(rows[2:3]), piece(rows[:2], "other")],

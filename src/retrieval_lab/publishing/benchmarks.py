@@ -582,7 +582,7 @@ def _pieces_text(pieces: list[dict], results_dir: str) -> str:
                 kept.append(arg)
         return shlex.join([*kept, "--json", piece["file"]])
 
-    parts = "; ".join(f"`{script} {command(p)}` on {p['date']} ("
+    parts = "; ".join(f"`{script} {command(p)}`" + (f" on {p['date']}" if p.get("date") else "") + " ("
                       + ", ".join(f"{c} seed {s}" for c, s in p["rows"]) + ")" for p in pieces)
     merge = f"`{script} --merge {' '.join(p['file'] for p in pieces)} --json {results_dir}/finetune-peers.json`"
     return (f"the grid was run in {len(pieces)} parts, each timing only its own runs: {parts}; then merged, "
