@@ -14,12 +14,12 @@ transformers than the project's, so they live in an environment of their own. Wi
 tried here and reported as they fail to load. ``--score`` encodes the whole corpus and the test claims
 with every contender and measures them (minutes each). Goal: our fastest path within 0.002 nDCG@10 of
 fp32 >= 1.0x the docs/s of sentence-transformers' fastest within the same bound (its fastest regardless
-of quality is shown beside). ``--runtime openvino`` / ``--runtime openvino_int8`` race our encoder under that
-``dense.runtime`` too (the same model compiled by OpenVINO, the second with int8 linear layers; with ``--bf16``
-also at bf16 precision).
+of quality is shown beside). ``--runtime openvino`` / ``openvino_int8`` / ``openvino_int8_static`` race our
+encoder under that ``dense.runtime`` too (the same model compiled by OpenVINO; with int8 linear layers; in int8
+throughout at calibrated scales; with ``--bf16`` also at bf16 precision).
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_encode.py [--limit 1000] [--rounds 3] [--bf16]
-        [--runtime openvino] [--runtime openvino_int8] [--peer-python .venv-st-backends/bin/python] [--score] [--json out.json]
+        [--runtime openvino] [--runtime openvino_int8] [--runtime openvino_int8_static] [--peer-python .venv-st-backends/bin/python] [--score] [--json out.json]
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ CONTENDERS = {"ours": (_ours_encode, False), "sentence-transformers": (_st_encod
               "ours-openvino": (functools.partial(_ours_encode, runtime="openvino"), False),
               "ours-openvino-bf16": (functools.partial(_ours_encode, runtime="openvino"), True),
               "ours-openvino-int8": (functools.partial(_ours_encode, runtime="openvino_int8"), False),
-              "ours-openvino-int8-bf16": (functools.partial(_ours_encode, runtime="openvino_int8"), True)}
+              "ours-openvino-int8-bf16": (functools.partial(_ours_encode, runtime="openvino_int8"), True),
+              "ours-openvino-int8-static": (functools.partial(_ours_encode, runtime="openvino_int8_static"), False),
+              "ours-openvino-int8-static-bf16": (functools.partial(_ours_encode, runtime="openvino_int8_static"),
+                                                 True)}
 
 
 def contender(name: str, data: str, limit: int, batch_size: int, device: str) -> dict:
@@ -225,7 +228,8 @@ def main() -> None:
                         "optimum-onnx / optimum-intel: its ONNX and OpenVINO backends join the race")
     parser.add_argument("--peer-variants", nargs="+", default=list(PEER_VARIANTS), choices=PEER_VARIANTS,
                         help="the peer's backends raced (with --peer-python)")
-    parser.add_argument("--runtime", choices=["openvino", "openvino_int8"], action="append", default=[],
+    parser.add_argument("--runtime", choices=["openvino", "openvino_int8", "openvino_int8_static"], action="append",
+                        default=[],
                         help="race our encoder under this dense.runtime too (with --bf16: in bf16 as well); repeatable")
     parser.add_argument("--leave-out", nargs="+", default=[], choices=[n for n in CONTENDERS if "openvino" in n],
                         help="runtime contenders not raced (a precision already measured slower)")
@@ -233,6 +237,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     from retrieval_lab.core.params import DenseParams
+    from retrieval_lab.publishing.benchmarks import machine_info
 
     DenseParams(batch_size=args.batch_size, device=args.device)  # checked as params.yaml's would be
     if args.peer_python and args.device != "cpu":
@@ -258,7 +263,7 @@ def main() -> None:
     print(f"\n{args.limit} docs, batch {args.batch_size}, device {args.device}; max |ours - st| = {diff:.1e}; "
           f"ours / st docs/s = {ratio:.2f}x (goal >= 1.0x): {'met' if ratio >= 1.0 else 'NOT met'}")
     result = {"rows": rows, "ours_over_st": ratio, "max_abs_diff": diff, "goal": 1.0, "limit": args.limit,
-              "batch_size": args.batch_size, "device": args.device}
+              "batch_size": args.batch_size, "device": args.device, "machine": machine_info()}
     if args.bf16 or prepared or args.runtime:
         race = _race(rows, args)
         result["race"] = race

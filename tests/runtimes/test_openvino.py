@@ -52,7 +52,7 @@ def test_a_change_of_the_weights_recompiles():
 
 
 def test_refused_where_it_cannot_run(monkeypatch):
-    with pytest.raises(InputError, match=r"unknown value 'onnx' \(choices: torch, openvino, openvino_int8\)"):
+    with pytest.raises(InputError, match=r"unknown value 'onnx' \(choices: torch, openvino, openvino_int8, openvino_int8_static\)"):
         DenseParams(runtime="onnx")
     with pytest.raises(InputError, match="dense.runtime openvino runs on the CPU, not on cuda"):
         DenseParams(runtime="openvino", device="cuda")

@@ -192,7 +192,8 @@ class DenseParams(Section):
     bf16: bool = False  # bf16 autocast for encoding (CUDA, or a CPU with AVX512-BF16/AMX); training on CUDA always
     # what runs the network when encoding: torch; openvino (the CPU only; the openvino extra): the same model
     # compiled by OpenVINO, bf16 inference precision with dense.bf16; openvino_int8: the same with int8 linear
-    # layers (weights compressed without data, inputs quantised at run time). Training runs on torch always
+    # layers (weights compressed without data, inputs quantised at run time); openvino_int8_static: int8
+    # throughout, at scales calibrated on the embedded support corpus. Training runs on torch always
     runtime: str = param("torch", rules.one_of(ENCODER_RUNTIMES))
     # exact inner product; e.g. "IVF256,Flat" or "HNSW32" for large corpora
     faiss_factory: str = param("Flat", rules.FAISS_FACTORY)

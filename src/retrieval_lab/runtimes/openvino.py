@@ -29,6 +29,7 @@ _STREAMS = 1
 # validation (lab notes, 2026-12-05): the largest of 32 / 128 / 384 within 0.002 nDCG@10 of fp32 (384, a whole
 # row per scale, lost 0.0048)
 INT8_GROUP = 128
+CALIBRATION_TOKENS = 256  # static int8: each calibration text cut here (dense.max_seq_length's default)
 
 
 class CompiledEncoder:
@@ -67,20 +68,43 @@ class CompiledEncoder:
         return out, truncated
 
 
-def _int8_weights(network):
+def _nncf(runtime: str):
     try:
         import nncf
-        from nncf.common.logging import nncf_logger
     except ImportError:
-        raise InputError("dense.runtime openvino_int8 needs the nncf package: pip install 'retrieval-lab[openvino]'",
+        raise InputError(f"dense.runtime {runtime} needs the nncf package: pip install 'retrieval-lab[openvino]'",
                          field="dense.runtime") from None
+    return nncf
+
+
+@contextlib.contextmanager
+def _quiet():
+    """NNCF's summary table and progress bars off stdout, where commands print their report."""
+    from nncf.common.logging import nncf_logger
+
     level = nncf_logger.level
-    nncf_logger.setLevel(logging.ERROR)  # its summary table and progress bar would go to stdout, where commands
-    try:                                 # print their report
+    nncf_logger.setLevel(logging.ERROR)
+    try:
         with contextlib.redirect_stdout(io.StringIO()):
-            return nncf.compress_weights(network, mode=nncf.CompressWeightsMode.INT8_ASYM)
+            yield
     finally:
         nncf_logger.setLevel(level)
+
+
+def _int8_weights(network):
+    nncf = _nncf("openvino_int8")
+    with _quiet():
+        return nncf.compress_weights(network, mode=nncf.CompressWeightsMode.INT8_ASYM)
+
+
+def _int8_static(network, inputs: list[list[np.ndarray]]):
+    """Every linear layer and matmul in int8, weights and activations, at scales NNCF calibrates on ``inputs`` (one
+    text each): its transformer scheme (attention's softmax and layer norms kept in float), asymmetric activations,
+    biases corrected; the calibration optimum-intel's static quantisation runs (its defaults)."""
+    nncf = _nncf("openvino_int8_static")
+    with _quiet():
+        return nncf.quantize(network, nncf.Dataset(inputs), model_type=nncf.ModelType.TRANSFORMER,
+                             preset=nncf.QuantizationPreset.MIXED, subset_size=len(inputs))
 
 
 def _mean_pool_normalised(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -91,12 +115,15 @@ def _mean_pool_normalised(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
-def compile(encoder, bf16: bool, threads: int, int8: bool = False) -> CompiledEncoder:
+def compile(encoder, bf16: bool, threads: int, int8: bool = False,
+            calibration: list[str] | None = None) -> CompiledEncoder:
     """``encoder``'s network (its weights as they are now) compiled by OpenVINO for the CPU, ``threads`` threads.
     ``int8``: the linear layers' weights compressed to int8 (NNCF's data-free weight compression, asymmetric, one
     scale per output channel) and their inputs quantised at run time by OpenVINO's CPU plugin, in groups of
     INT8_GROUP values, so those layers multiply in int8 (VNNI / AMX where the CPU has them); no calibration set,
-    so the same texts give the same rows whatever was encoded before."""
+    so the same texts give the same rows whatever was encoded before. ``calibration``: static int8 instead
+    (:func:`_int8_static`), its scales calibrated on these texts, each cut at CALIBRATION_TOKENS (or the model's
+    maximum)."""
     import torch
 
     try:
@@ -129,7 +156,13 @@ def compile(encoder, bf16: bool, threads: int, int8: bool = False) -> CompiledEn
         model.train(was_training)
     config = {"INFERENCE_NUM_THREADS": int(threads), "NUM_STREAMS": _STREAMS,
               "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"}
-    if int8:
+    if calibration is not None:
+        tokens = min(CALIBRATION_TOKENS, getattr(model.config, "max_position_embeddings", CALIBRATION_TOKENS))
+        inputs = [[np.ascontiguousarray(one[name], dtype=np.int64) for name in names] for one in
+                  (encoder.tokenizer([text], truncation=True, max_length=tokens, return_tensors="np")
+                   for text in calibration)]
+        network = _int8_static(network, inputs)
+    elif int8:
         network = _int8_weights(network)
         config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = INT8_GROUP
     compiled = ov.Core().compile_model(network, "CPU", config)
