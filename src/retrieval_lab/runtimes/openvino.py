@@ -107,6 +107,21 @@ def _int8_static(network, inputs: list[list[np.ndarray]]):
                              preset=nncf.QuantizationPreset.MIXED, subset_size=len(inputs))
 
 
+@contextlib.contextmanager
+def _transformers_quiet():
+    """The tracer reads every attribute of the model, its ``loss_function`` too, which makes transformers warn on
+    stderr about a loss no encoder uses ("loss_type=None ... unrecognized"): a line about nothing, kept off."""
+    from transformers.utils import logging as hf_logging
+
+    logger = hf_logging.get_logger("transformers.modeling_utils")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def _mean_pool_normalised(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """e = u / |u|, u = sum_t m_t h_t / sum_t m_t: the pooling of encoder.py in float32."""
     weights = mask[..., None].astype(np.float32)  # [b, T, 1]
@@ -149,7 +164,7 @@ def compile(encoder, bf16: bool, threads: int, int8: bool = False,
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), _transformers_quiet():
             warnings.simplefilter("ignore")  # the tracer's notes on Python control flow, about shapes it keeps dynamic
             network = ov.convert_model(LastHidden().eval(), example_input=tuple(sample[n] for n in names))
     finally:
