@@ -18,7 +18,7 @@ import argparse
 import random
 
 import _bench
-from choose_int8_group import BOUND, val_means
+from choose_int8_group import BOUND, decide, val_means
 
 CANDIDATES = ("support", "support-half", "dataset-300")
 
@@ -58,15 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     reference = _bench.isolated(val_means, args.dataset, "torch", False)
     rows = [_bench.isolated(static_means, args.dataset, c) for c in args.candidates]
-    for row in rows:
-        row["gap"] = row["nDCG@10"] - reference["nDCG@10"]
-    chosen = choose(reference, rows)
-    print(_bench.markdown([reference, *rows], ["runtime", "bf16", "calibration", "texts", "nDCG@10", "gap", "R@100"]))
-    print(f"\nvalidation ({reference['queries']} queries): the first calibration within {BOUND} of fp32: {chosen}")
-    _bench.write_json(args.json, {"reference": reference, "rows": rows, "bound": BOUND, "chosen": chosen,
-                                  "dataset": args.dataset})
-    if chosen is None:
-        raise SystemExit("no calibration is within the bound: openvino_int8_static loses quality here")
+    decide(reference, rows, choose, ["runtime", "bf16", "calibration", "texts", "nDCG@10", "gap", "R@100"],
+           f"the first calibration within {BOUND} of fp32",
+           "no calibration is within the bound: openvino_int8_static loses quality here", args.json, args.dataset)
 
 
 if __name__ == "__main__":

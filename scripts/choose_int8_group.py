@@ -52,6 +52,22 @@ def choose(reference: dict, rows: list[dict], bound: float = BOUND) -> int | Non
     return max(within) if within else None
 
 
+def decide(reference: dict, rows: list[dict], choose, columns: list[str], rule: str, refusal: str,
+           json_path: str | None, dataset: str):
+    """Each row's gap to the reference, the choice, the table and the JSON; SystemExit(refusal) when nothing is
+    within the bound (after the JSON is written: what was measured is kept)."""
+    for row in rows:
+        row["gap"] = row["nDCG@10"] - reference["nDCG@10"]
+    chosen = choose(reference, rows)
+    print(_bench.markdown([reference, *rows], columns))
+    print(f"\nvalidation ({reference['queries']} queries): {rule}: {chosen}")
+    _bench.write_json(json_path, {"reference": reference, "rows": rows, "bound": BOUND, "chosen": chosen,
+                                  "dataset": dataset})
+    if chosen is None:
+        raise SystemExit(refusal)
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", required=True, help="a prepared dataset folder with a val split")
@@ -60,15 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     reference = _bench.isolated(val_means, args.dataset, "torch", False)
     rows = [_bench.isolated(val_means, args.dataset, "openvino_int8", True, g) for g in args.groups]
-    for row in rows:
-        row["gap"] = row["nDCG@10"] - reference["nDCG@10"]
-    chosen = choose(reference, rows)
-    print(_bench.markdown([reference, *rows], ["runtime", "bf16", "group", "nDCG@10", "R@100"]))
-    print(f"\nvalidation ({reference['queries']} queries): the largest group within {BOUND} of fp32: {chosen}")
-    _bench.write_json(args.json, {"reference": reference, "rows": rows, "bound": BOUND, "chosen": chosen,
-                                  "dataset": args.dataset})
-    if chosen is None:
-        raise SystemExit("no group is within the bound: openvino_int8 loses quality here")
+    decide(reference, rows, choose, ["runtime", "bf16", "group", "nDCG@10", "R@100"],
+           f"the largest group within {BOUND} of fp32", "no group is within the bound: openvino_int8 loses quality here",
+           args.json, args.dataset)
 
 
 if __name__ == "__main__":
