@@ -78,17 +78,23 @@ def _nncf(runtime: str):
 
 
 @contextlib.contextmanager
+def _at_error(logger):
+    """``logger`` says only errors for the duration."""
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@contextlib.contextmanager
 def _quiet():
     """NNCF's summary table and progress bars off stdout, where commands print their report."""
     from nncf.common.logging import nncf_logger
 
-    level = nncf_logger.level
-    nncf_logger.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-    finally:
-        nncf_logger.setLevel(level)
+    with _at_error(nncf_logger), contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def _int8_weights(network):
@@ -105,21 +111,6 @@ def _int8_static(network, inputs: list[list[np.ndarray]]):
     with _quiet():
         return nncf.quantize(network, nncf.Dataset(inputs), model_type=nncf.ModelType.TRANSFORMER,
                              preset=nncf.QuantizationPreset.MIXED, subset_size=len(inputs))
-
-
-@contextlib.contextmanager
-def _transformers_quiet():
-    """The tracer reads every attribute of the model, its ``loss_function`` too, which makes transformers warn on
-    stderr about a loss no encoder uses ("loss_type=None ... unrecognized"): a line about nothing, kept off."""
-    from transformers.utils import logging as hf_logging
-
-    logger = hf_logging.get_logger("transformers.modeling_utils")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _mean_pool_normalised(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -140,6 +131,7 @@ def compile(encoder, bf16: bool, threads: int, int8: bool = False,
     (:func:`_int8_static`), its scales calibrated on these texts, each cut at CALIBRATION_TOKENS (or the model's
     maximum)."""
     import torch
+    from transformers.utils import logging as hf_logging
 
     try:
         import openvino as ov
@@ -164,7 +156,9 @@ def compile(encoder, bf16: bool, threads: int, int8: bool = False,
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad(), warnings.catch_warnings(), _transformers_quiet():
+        # the tracer reads every attribute of the model, its loss_function too, on which transformers warns on
+        # stderr about a loss no encoder uses ("loss_type=None ... unrecognized"): a line about nothing, kept off
+        with torch.no_grad(), warnings.catch_warnings(), _at_error(hf_logging.get_logger("transformers.modeling_utils")):
             warnings.simplefilter("ignore")  # the tracer's notes on Python control flow, about shapes it keeps dynamic
             network = ov.convert_model(LastHidden().eval(), example_input=tuple(sample[n] for n in names))
     finally:
