@@ -9,13 +9,15 @@ FROM ${BASE}
 ARG EXTRAS=dev,gpu
 ENV DEBIAN_FRONTEND=noninteractive PYTHONUNBUFFERED=1 DVC_NO_ANALYTICS=1
 
-# Python 3.11 from deadsnakes on the CUDA base; the slim Python base already has it.
+# Python 3.11 from deadsnakes on the CUDA base; the slim Python base already has it (and its headers). gcc and
+# libc6-dev: the install compiles BM25's loop (src/retrieval_lab/retrievers/_bm25_kernel.c).
 RUN if ! command -v python3.11 >/dev/null; then \
-      apt-get update && apt-get install -y --no-install-recommends software-properties-common git \
+      apt-get update && apt-get install -y --no-install-recommends software-properties-common git gcc libc6-dev \
       && add-apt-repository -y ppa:deadsnakes/ppa && apt-get update \
-      && apt-get install -y --no-install-recommends python3.11 python3.11-venv \
+      && apt-get install -y --no-install-recommends python3.11 python3.11-venv python3.11-dev \
       && rm -rf /var/lib/apt/lists/*; \
-    else apt-get update && apt-get install -y --no-install-recommends git && rm -rf /var/lib/apt/lists/*; fi
+    else apt-get update && apt-get install -y --no-install-recommends git gcc libc6-dev \
+      && rm -rf /var/lib/apt/lists/*; fi
 
 WORKDIR /work
 COPY . /work

@@ -131,14 +131,14 @@ def tantivy_field_norms(data: str) -> dict:
     exact = BM25Retriever(dataset.corpus, params.tokenizer, params.bm25, params.retrieve.fields)
     index = exact.index
     stored = _tantivy.stored_lengths(index.lengths)
-    lengths = np.array([stored.get(int(n), 0) for n in index.lengths], dtype=index.lengths.dtype)
-    quantised = BM25Index(index.doc_ids, index.terms, index.indptr, index.docs, index.tf, lengths,
+    lengths = np.array([stored.get(int(n), 0) for n in index.lengths], dtype=np.uint32)
+    quantised = BM25Index(index.doc_ids, index.vocab, index.offsets, index.postings, index.df_array, lengths,
                           index.tokenizer, index.fields)
     norm = quantised.norms(index.stats, params.bm25)  # the exact avgdl
     tokenize = exact._tokenize
     runs = {"exact": exact.search(queries, DEPTH), "quantised": {}}
     for qid, text in queries.items():
-        rows, values = index.top(query_plan(index, tokenize(text), index.stats), norm, DEPTH)
+        rows, values = quantised.top(query_plan(index, tokenize(text), index.stats), norm, DEPTH)
         runs["quantised"][qid] = top_k(values, index.doc_ids, DEPTH, positive_only=True, rows=rows)
     ndcg = {name: measure_run(dataset.qrels["test"], run, ["nDCG@10"]).means["nDCG@10"] for name, run in runs.items()}
     changed = index.lengths != lengths

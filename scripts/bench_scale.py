@@ -334,7 +334,7 @@ def msmarco_index(folder: str, work: str) -> dict:
     index = step("bm25_index", lambda: build_in(out, ((d.id, d.content(fields)) for d in
                                                       iter_corpus(corpus_file(folder))), params.tokenizer, fields))
     return {"steps": step.rows, "index_mb": sum(f.stat().st_size for f in out.iterdir()) / 2**20,
-            "postings": len(index.docs), "terms": len(index.terms), "tf_dtype": str(index.tf.dtype)}
+            "postings": index.postings_count, "terms": len(index.vocab), "postings_bytes": len(index.postings)}
 
 
 def msmarco_search(folder: str, work: str, depth: int, workers: int = 1) -> dict:

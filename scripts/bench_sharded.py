@@ -36,9 +36,9 @@ def _build(path, tokenizer, fields):
 
     start = time.perf_counter()
     index = build_shard(path, tokenizer, fields)
-    index.cost = {"build_seconds": time.perf_counter() - start, "postings": len(index.docs),
-                  "documents": len(index.doc_ids), "index_mb": sum(a.nbytes for a in (index.indptr, index.docs,
-                                                                                     index.tf, index.lengths)) / 2**20}
+    index.cost = {"build_seconds": time.perf_counter() - start, "postings": index.postings_count,
+                  "documents": len(index.doc_ids), "index_mb": sum(a.nbytes for a in (index.offsets, index.postings,
+                                                                                     index.df_array, index.lengths)) / 2**20}
     return index
 
 

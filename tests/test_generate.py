@@ -211,10 +211,17 @@ def test_the_catalogue_is_package_data_the_wheel_ships():
     from pathlib import Path
 
     root = Path(gen.__file__).parent
-    patterns = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "package-data"]["retrieval_lab"]
-    data = [p.relative_to(root).as_posix() for p in root.rglob("*")  # __pycache__: Python's and numba's caches
-            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts]
+    setuptools = tomllib.loads((root.parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["retrieval_lab"]
+    # the compiled extensions: their C sources and what the install builds of them are code, not package data
+    compiled = {src.removeprefix("src/retrieval_lab/") for ext in setuptools["ext-modules"] for src in ext["sources"]}
+    built = [ext["name"].removeprefix("retrieval_lab.").replace(".", "/") for ext in setuptools["ext-modules"]]
+    data = [p.relative_to(root).as_posix() for p in root.rglob("*")  # __pycache__: Python's caches
+            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts
+            and p.relative_to(root).as_posix() not in compiled
+            and not any(p.relative_to(root).as_posix().startswith(name + ".") and p.suffix in (".so", ".pyd")
+                        for name in built)]
+    assert compiled == {"retrievers/_bm25_kernel.c"} and built == ["retrievers/_bm25_kernel"]
     assert gen.CATALOGUE in data
     assert [f for f in data if not any(fnmatch.fnmatch(f, pattern) for pattern in patterns)] == []
     # 20 components with two families each, three confusables per family (the checks' upper bounds)

@@ -29,6 +29,17 @@ def test_ci_runs_the_readme_test_command_verbatim_and_flags_no_tests():
     assert '"$rc" -eq 5' in ci  # pytest's "collected no tests" is neither a pass nor hidden
 
 
+def test_ci_and_the_image_install_a_c_compiler_for_the_bm25_loop_before_the_install():
+    """pip compiles retrievers/_bm25_kernel.c (pyproject's ext-modules): without gcc and Python's headers the
+    install fails."""
+    lines = (REPO / ".ci" / "run").read_text().splitlines()
+    test = lines.index(readme_commands()[1])
+    assert any("apt-get install -y" in line and "gcc libc6-dev python3.11-dev" in line for line in lines[:test])
+    docker = (REPO / "Dockerfile").read_text()
+    assert docker.index("gcc libc6-dev") < docker.index("pip install") and "python3.11-dev" in docker
+    assert "retrievers/_bm25_kernel.c" in (REPO / "pyproject.toml").read_text()
+
+
 def test_ci_installs_chromium_before_the_tests_and_runs_them_as_ci():
     lines = (REPO / ".ci" / "run").read_text().splitlines()
     test = lines.index(readme_commands()[1])

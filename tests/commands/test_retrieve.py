@@ -99,8 +99,8 @@ def test_bm25_from_a_saved_index_gives_the_same_run_bytes_and_refuses_other_para
     assert run_command("index", ["--retriever", "bm25", "--dataset", str(beir), "--output", str(tmp_path / "idx")]) == 0
     assert "3 documents, " in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == [
-        ".retrieval-lab-output", "corpus.json", "doc_ids.json", "docs.npy", "index.json", "indptr.npy", "lengths.npy",
-        "tf.npy", "vocab.json"]
+        ".retrieval-lab-output", "corpus.json", "df.npy", "doc_ids.json", "index.json", "lengths.npy", "offsets.npy",
+        "postings.npy", "vocab.json"]
     assert run_command("retrieve", ["--retriever", "bm25", "--dataset", str(beir), "--corpus", str(tmp_path / "idx"),
                                     "--output", str(tmp_path / "indexed.trec")]) == 0
     assert "index " + str(tmp_path / "idx") in capsys.readouterr().out

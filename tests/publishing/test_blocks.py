@@ -128,6 +128,11 @@ def test_msmarco_scale_block_says_how_the_search_ran_and_each_goal_met_or_not(tm
     assert "the search in 2 processes (`bm25.workers: 2`; its peak counts each worker's)" in text
     assert "| 70 queries ≤ 300 s | 400 s | **not met** |" in text
     assert "| index ≤ 900 s | 100 s | met |" in text
+    assert "6.0 bytes a posting on disk (1,048,576 postings, uint16 tf)" in text  # an index of format /1
+    ours["index"] = {"index_mb": 2.0, "postings": 2**20, "postings_bytes": 1_782_579}  # format /2: varint postings
+    path.write_text(json.dumps(data))
+    assert "2.0 bytes a posting on disk (1,048,576 postings, varint postings of 1.70 bytes each)" in \
+        blocks.msmarco_scale_table(path)
     assert "| run at 1,000 identical to the reference code's | yes | met |" in text
     assert "| `bm25_search` | 40 | 400 | 100 | 900 | 1.00 |" in text  # log(400 / 40) / log(10000 / 1000)
     assert "- **1,000 passages**: run byte-identical to the reference code's; index 6.0 bytes a posting" in text

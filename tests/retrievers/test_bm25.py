@@ -132,20 +132,30 @@ def test_index_arrays_by_hand():
     index = BM25Index.from_corpus(_corpus({"d1": "cat sat", "d2": "cat cat dog", "d3": "bird"}), PLAIN, FIELDS)
     # term ids in first-occurrence order; postings term-major, rows ascending within a term
     assert index.terms == ["cat", "sat", "dog", "bird"]
-    assert index.indptr.tolist() == [0, 2, 3, 4, 5]
-    assert index.docs.tolist() == [0, 1, 0, 1, 2] and index.docs.dtype == "int32"
-    assert index.tf.tolist() == [1, 2, 1, 1, 1] and index.tf.dtype == "uint8"
+    rows, tf = index.postings_of([0, 1, 2, 3])
+    assert rows.tolist() == [0, 1, 0, 1, 2] and tf.tolist() == [1, 2, 1, 1, 1]
+    assert index.df_array.tolist() == [2, 1, 1, 1] and index.postings_count == 5
+    # each posting the varint of gap << 1 | (tf != 1), then tf's when it is not 1: "cat" is row 0 (0 << 1 | 0),
+    # row 1 with tf 2 (1 << 1 | 1, then 2); "sat" row 0; "dog" row 1 (1 << 1); "bird" row 2 (2 << 1)
+    assert index.postings.tolist() == [0x00, 0x03, 0x02, 0x00, 0x02, 0x04]
+    assert index.offsets.tolist() == [0, 3, 4, 5, 6]
     assert index.lengths.tolist() == [2, 3, 1]
     assert (index.stats.documents, index.stats.total_length, index.stats.avgdl) == (3, 6, 2.0)
 
 
-def test_a_term_frequency_past_uint16_widens_the_array():
+def test_large_gaps_and_term_frequencies_take_more_bytes_by_hand():
     from retrieval_lab.retrievers.bm25 import BM25Index
 
+    # 70,000 = 0b100_0100010_1110000: three 7-bit groups, low first, the high bit set on all but the last
     index = BM25Index.from_corpus(_corpus({"d1": "cat " * 70_000, "d2": "dog"}), PLAIN, FIELDS)
-    assert index.tf.dtype == "uint32" and index.tf.tolist() == [70_000, 1]
+    assert index.postings.tolist() == [0x01, 0xF0, 0xA2, 0x04, 0x02] and index.offsets.tolist() == [0, 4, 5] and index.postings_of([0, 1])[1].tolist() == [
+        70_000, 1]
     index = BM25Index.from_corpus(_corpus({"d1": "cat " * 256, "d2": "dog " * 255}), PLAIN, FIELDS)
-    assert index.tf.dtype == "uint16" and index.tf.tolist() == [256, 255]  # past uint8's 255
+    assert index.postings_of([0, 1])[1].tolist() == [256, 255]  # past uint8's 255: the build's tf is uint16
+    # rows 0 and 64 of "x": 0, then the gap 64 << 1 = 128, two bytes (0x80 0x01)
+    index = BM25Index.from_corpus(_corpus({f"d{i}": "x" if i in (0, 64) else "y" for i in range(65)}), PLAIN, FIELDS)
+    assert index.postings[:3].tolist() == [0x00, 0x80, 0x01] and index.postings_of([0])[0].tolist() == [0, 64]
+    assert index.offsets.tolist() == [0, 3, len(index.postings)]
 
 
 def _texts(n: int) -> dict[str, Doc]:
@@ -172,9 +182,9 @@ def test_chunked_spilled_saved_and_memory_mapped_index_gives_the_same_run_bytes(
         (tmp_path / str(chunk)).mkdir()
         built = build_in(tmp_path / str(chunk), corpus_items(corpus, FIELDS), params.tokenizer, FIELDS, chunk)
         loaded = BM25Index.load(tmp_path / str(chunk))
-        assert isinstance(loaded.docs, np.memmap)
+        assert isinstance(loaded.postings, np.memmap)
         for index in (built, loaded):
-            for name in ("indptr", "docs", "tf", "lengths"):
+            for name in ("offsets", "postings", "df_array", "lengths"):
                 assert np.array_equal(getattr(index, name), getattr(ref, name)), name
             assert index.terms == ref.terms and index.doc_ids == ref.doc_ids
             assert format_run(BM25Retriever.from_index(index, params.bm25).search(queries, 10), "bm25") == expected
@@ -186,8 +196,8 @@ def test_loading_never_unpickles_and_names_the_bad_file(tmp_path):
     from retrieval_lab.retrievers.bm25 import BM25Index
 
     BM25Index.from_corpus(_corpus({"d1": "cat", "d2": "dog"}), PLAIN, FIELDS).save(tmp_path)
-    np.save(tmp_path / "docs.npy", np.array([object(), object()], dtype=object), allow_pickle=True)
-    with pytest.raises(InputError, match="docs.npy"):
+    np.save(tmp_path / "postings.npy", np.array([object(), object()], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match="postings.npy"):
         BM25Index.load(tmp_path)
     (tmp_path / "index.json").write_text('{"format": "other"}')
     with pytest.raises(InputError, match="index.json"):
@@ -195,14 +205,6 @@ def test_loading_never_unpickles_and_names_the_bad_file(tmp_path):
 
 
 # ----------------------------------------------------------------------------- the compiled loop (issue 55)
-
-
-@pytest.fixture
-def always_kernel(monkeypatch):
-    """Search with the compiled loop whatever the collection's size: these are far below the size that takes it."""
-    import retrieval_lab.retrievers.bm25 as bm25_module
-
-    monkeypatch.setattr(bm25_module, "_KERNEL_FROM", 0)
 
 
 @pytest.fixture
@@ -215,22 +217,23 @@ def kernel_calls(monkeypatch):
     return calls
 
 
-def test_a_large_collection_is_searched_by_the_compiled_loop_a_small_one_by_numpy(monkeypatch, kernel_calls):
-    import retrieval_lab.retrievers.bm25 as bm25_module
+def test_a_tie_past_the_room_is_kept_whole_and_a_negative_weight_goes_to_numpy(kernel_calls):
     from retrieval_lab.retrievers.bm25 import query_plan
 
     bm25 = BM25Retriever(_corpus({f"d{i}": "common filler" for i in range(2_000)}), PLAIN, BM25Params(), FIELDS)
     plan = query_plan(bm25.index, ["common", "filler"], bm25.stats)
-    monkeypatch.setattr(bm25_module, "_KERNEL_FROM", 2_001)
-    numpy_rows, numpy_values = bm25.index.top(plan, bm25._norm, depth=10)
+    numpy_rows, numpy_values = bm25.index.scores(plan, bm25._norm)
     assert kernel_calls == [] and len(numpy_rows) == 2_000  # NumPy: every document, top_k cuts
-    monkeypatch.setattr(bm25_module, "_KERNEL_FROM", 2_000)
     rows, values = bm25.index.top(plan, bm25._norm, depth=10)
-    assert len(kernel_calls) >= 1  # the 2,000 tie: every one kept, after a retry with more room than 4 x 10
+    assert len(kernel_calls) >= 2  # the 2,000 tie: every one kept, after a retry with more room than 4 x 10
     assert sorted(rows.tolist()) == numpy_rows.tolist() and values.tobytes() == numpy_values[rows].tobytes()
+    calls = len(kernel_calls)
+    negative = [(term, -weight, repeats) for term, weight, repeats in plan]  # the loop's sums need positive impacts
+    rows, values = bm25.index.top(negative, bm25._norm, depth=10)
+    assert len(kernel_calls) == calls and len(rows) == 2_000 and (values < 0).all()
 
 
-def test_the_compiled_loop_by_hand_keeps_the_best_document_and_every_tie_at_the_cut(always_kernel, kernel_calls):
+def test_the_compiled_loop_by_hand_keeps_the_best_document_and_every_tie_at_the_cut(kernel_calls):
     """"rare common" over ten documents that all hold "common", d3 "rare" too (idf(rare) = ln(1 + 9.5 / 1.5),
     idf(common) = ln(1 + 0.5 / 10.5)): at depth 1 only d3; at depth 2 the nine others tie at the cut, all kept
     (ten candidates: more than the 8 a depth of 2 has room for, so the loop runs again with twice the room)."""
@@ -262,9 +265,8 @@ def _tied_texts(n: int) -> dict[str, Doc]:
     return {f"d{i:04d}": Doc(f"d{i:04d}", "", rng.choice(made)) for i in range(n)}
 
 
-@pytest.mark.parametrize("repeat_word", [1, 300])  # 300: term frequencies past uint8, the index holds uint16
-def test_the_compiled_loop_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(always_kernel, kernel_calls,
-                                                                              repeat_word):
+@pytest.mark.parametrize("repeat_word", [1, 300])  # 300: a term frequency of two varint bytes (uint16 in the build)
+def test_the_compiled_loop_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(kernel_calls, repeat_word):
     """Against :meth:`BM25Index.scores` (NumPy) cut by ``top_k``: the same documents, order and float bits, ties at
     the cut included, for queries of 1 to 8 terms (repeats too) and depths from 1 to past the collection; and
     the reused sums left at zero after each query."""
@@ -276,7 +278,7 @@ def test_the_compiled_loop_equals_the_exhaustive_sum_bit_for_bit_at_every_depth(
     corpus = _tied_texts(600)
     corpus["d0007"] = Doc("d0007", "", " ".join(["zeta"] * repeat_word + ["w3"]))
     bm25 = BM25Retriever(corpus, PLAIN, BM25Params(k1=0.9, b=0.4), FIELDS)
-    assert bm25.index.tf.dtype == (np.uint8 if repeat_word == 1 else np.uint16)
+    assert (bm25.index.postings_of([bm25.index.vocab["zeta"]])[1].max() == 300) == (repeat_word == 300)
     rng = random.Random(5)
     words = [f"w{i}" for i in range(25)] + ["zeta", "rho", "unknown"]
     compared = 0
@@ -309,13 +311,10 @@ def test_workers_split_the_queries_and_give_the_same_run_bytes(monkeypatch):
     assert BM25Retriever(corpus, PLAIN, BM25Params(workers=3), FIELDS).search({"q": "w1"}, 5) == \
         BM25Retriever(corpus, PLAIN, BM25Params(), FIELDS).search({"q": "w1"}, 5)  # one query: no fork
     assert forked == [2]
-    monkeypatch.setattr(bm25_module, "_KERNEL_FROM", 0)  # the compiled loop, prepared before the fork
-    assert format_run(BM25Retriever(corpus, PLAIN, BM25Params(workers=2), FIELDS).search(queries, 20),
-                      "bm25") == expected
 
 
 @pytest.mark.scifact
-def test_scifact_run_of_the_compiled_loop_is_the_exhaustive_run(scifact_dir, always_kernel):
+def test_scifact_run_of_the_compiled_loop_is_the_exhaustive_run(scifact_dir):
     """Every SciFact query (1,109) at depths 10 and 1,000: the compiled loop gives NumPy's exhaustive sum's run."""
     from retrieval_lab.core.params import Params
     from retrieval_lab.retrievers.base import top_k
@@ -331,7 +330,7 @@ def test_scifact_run_of_the_compiled_loop_is_the_exhaustive_run(scifact_dir, alw
         assert format_run(bm25.search(queries, depth), "bm25") == format_run(expected, "bm25")
 
 
-def test_threads_searching_one_retriever_get_the_sequential_run(always_kernel):
+def test_threads_searching_one_retriever_get_the_sequential_run():
     """Each thread has its own sums (the loop releases the GIL): shared ones would mix two queries' sums."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -344,7 +343,7 @@ def test_threads_searching_one_retriever_get_the_sequential_run(always_kernel):
     assert got == expected * 3
 
 
-def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(always_kernel, monkeypatch):
+def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(monkeypatch):
     from retrieval_lab.retrievers import _bm25_kernel
 
     corpus = _tied_texts(300)
@@ -353,8 +352,8 @@ def test_a_search_interrupted_midway_leaves_no_trace_in_the_next(always_kernel, 
     expected = bm25.ranked(query, 5)
     real = _bm25_kernel.top_rows
 
-    def interrupted(indptr, docs, tf, norm, terms, idfs, repeats, depth, sums, rows, values):
-        sums[docs[indptr[terms[0]]:indptr[terms[0] + 1]]] += 1.0  # the partial sums of the first term, then stopped
+    def interrupted(offsets, postings, df, norm, codes, code_size, terms, idfs, repeats, depth, sums, rows, values):
+        sums[bm25.index.postings_of(terms[:1])[0]] += 1.0  # the partial sums of the first term, then stopped
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_bm25_kernel, "top_rows", interrupted)
@@ -381,6 +380,24 @@ def _plain_build(texts: list[str], tokenizer: TokenizerParams):
     return list(vocab), indptr, docs, tf, lengths
 
 
+def _varints(indptr, docs: list[int], tf: list[int]) -> bytes:
+    """The postings format written out from its definition (bm25.py, _bm25_kernel.c): an independent encoder."""
+    def varint(value: int) -> bytes:
+        out = bytearray()
+        while value >= 0x80:
+            out.append(value & 0x7F | 0x80)
+            value >>= 7
+        return bytes(out + bytes([value]))
+
+    out = b""
+    for t in range(len(indptr) - 1):
+        previous = 0
+        for p in range(indptr[t], indptr[t + 1]):
+            out += varint((docs[p] - previous) << 1 | (tf[p] != 1)) + (varint(tf[p]) if tf[p] != 1 else b"")
+            previous = docs[p]
+    return out
+
+
 @pytest.mark.parametrize("chunk, group, memo_limit", [(1000, 32_768, 2_000_000), (3, 5, 4), (1, 1, 0)])
 def test_the_build_gives_a_plain_builds_arrays_on_unicode_text(monkeypatch, chunk, group, memo_limit):
     """Pieces memoised across chunks and groups (and the memo cleared between chunks), pieces of several tokens
@@ -400,7 +417,9 @@ def test_the_build_gives_a_plain_builds_arrays_on_unicode_text(monkeypatch, chun
     index = BM25Index.from_corpus(corpus, tokenizer, FIELDS, chunk=chunk)
     terms, indptr, docs, tf, lengths = _plain_build([doc.content(FIELDS) for doc in corpus.values()], tokenizer)
     assert index.terms == terms and len(terms) > 15
-    assert index.indptr.tolist() == indptr.tolist() and index.docs.tolist() == docs and index.tf.tolist() == tf
+    rows, frequencies = index.postings_of(range(len(terms)))
+    assert rows.tolist() == docs and frequencies.tolist() == tf and index.df_array.tolist() == np.diff(indptr).tolist()
+    assert index.postings.tobytes() == _varints(indptr, docs, tf)
     assert index.lengths.tolist() == lengths and index.doc_ids == list(corpus)
 
 
@@ -416,8 +435,9 @@ def test_a_query_of_several_terms_sums_in_plan_order_bit_for_bit():
         plan = query_plan(index, Tokenizer(PLAIN).tokenize(query), bm25.stats)
         expected: dict[int, float] = {}
         for term, weight, repeats in plan:
-            a, b = int(index.indptr[term]), int(index.indptr[term + 1])
-            for row, tf in zip(index.docs[a:b].tolist(), index.tf[a:b].tolist()):
-                expected[row] = expected.get(row, 0.0) + weight * tf / (tf + float(norm[row])) * repeats
+            for row, tf in zip(*(column.tolist() for column in index.postings_of([term]))):
+                length = int(index.lengths[row])  # the norm in plain floats from the document's length
+                doc_norm = params.k1 * (1.0 - params.b + params.b * length / bm25.stats.avgdl)
+                expected[row] = expected.get(row, 0.0) + weight * tf / (tf + doc_norm) * repeats
         rows, values = index.scores(plan, norm)
         assert dict(zip(rows.tolist(), values.tolist())) == expected and len(expected) > 10

@@ -70,12 +70,6 @@ def test_shard_local_statistics_would_change_the_run_global_ones_do_not(tmp_path
     assert (total.documents, total.total_length) == (300, sum(int(s.lengths.sum()) for s in shards))
     runs = [search_shard(s, plans, total, params.bm25, depth) for s in shards]
     assert format_run(merge(runs, depth), "bm25") == expected
-    with pytest.MonkeyPatch.context() as patch:  # shards searched by the compiled loop whatever their size: the same run
-        import retrieval_lab.retrievers.bm25 as bm25_module
-
-        patch.setattr(bm25_module, "_KERNEL_FROM", 0)
-        runs = [search_shard(s, plans, total, params.bm25, depth) for s in shards]
-    assert format_run(merge(runs, depth), "bm25") == expected
 
     local_runs = []
     for s in shards:

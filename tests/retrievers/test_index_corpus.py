@@ -66,9 +66,14 @@ def test_an_index_recording_no_corpus_fails_closed(two, capsys):
 
 
 @pytest.mark.parametrize("name, fill, says", [
-    ("docs.npy", 0x7F, "document rows outside 0..4"),  # rows past the corpus: an IndexError mid-search before
-    ("docs.npy", 0xFF, "document rows outside 0..4"),  # row -1: silently the last document before
-    ("indptr.npy", 0x7F, "offsets not rising from 0"),
+    # rows past the corpus (gaps of 63)
+    ("postings.npy", 0x7F, ("postings.npy: postings that do not decode to df.npy's count of rows rising within the "
+                            "documents (term 0)")),
+    ("postings.npy", 0xFF, "postings.npy: postings that do not decode"),  # a varint that never ends
+    ("postings.npy", 0x00, "postings.npy: postings that do not decode"),  # the same row twice (a gap of 0)
+    ("offsets.npy", 0x7F, "offsets.npy: offsets do not run from 0 to the postings' size"),
+    ("df.npy", 0x00, "postings.npy: postings longer than df.npy says (term 0)"),
+    ("df.npy", 0x7F, "postings.npy: postings that do not decode"),  # more postings said than there are
 ])
 def test_a_damaged_array_is_one_line(two, capsys, name, fill, says):
     a, _, index = two
@@ -80,7 +85,7 @@ def test_a_damaged_array_is_one_line(two, capsys, name, fill, says):
     capsys.readouterr()
     assert _retrieve(a, index, index.parent / "x.trec") == 2
     err = _one_line(capsys)
-    assert f"{path}: {says}" in err and "damaged" in err
+    assert f"{index}/{says}" in err and "damaged" in err
 
 
 # ----------------------------------------------------------------------------- dense embeddings

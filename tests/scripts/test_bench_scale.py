@@ -93,7 +93,7 @@ def test_the_msmarco_steps_run_at_tiny_size(bench, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     index = bench.msmarco_index(str(folder), str(work))
-    assert index["postings"] > 500 and index["tf_dtype"] == "uint8" and index["index_mb"] > 0
+    assert index["postings"] > 500 and 1 <= index["postings_bytes"] / index["postings"] < 3 and index["index_mb"] > 0
     search = bench.msmarco_search(str(folder), str(work), 50)
     assert set(search["steps"]) == {"load", "bm25_load_index", "bm25_search", "write_run", "metrics"}
     assert search["means"]["nDCG@10"] > 0.8 and search["queries"] == 60  # a query is words of its positive

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"index {args.retriever}: {len(empty)} documents with no text in {'+'.join(fields)} ({shown}): "
               f"{LEXICAL_MISS}")
     size = sum(p.stat().st_size for p in Path(args.output).iterdir()) / 2**20
-    print(f"index {args.retriever}: {len(index.doc_ids)} documents, {len(index.terms)} terms, {len(index.docs)} "
+    print(f"index {args.retriever}: {len(index.doc_ids)} documents, {len(index.vocab)} terms, {index.postings_count} "
           f"postings, {size:.1f} MiB, {time.perf_counter() - start:.1f}s -> {args.output}")
     return 0
 

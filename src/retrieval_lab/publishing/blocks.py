@@ -194,8 +194,11 @@ def _msmarco_steps(data: dict, file_name: str) -> str:
             facts.append("run byte-identical to the reference code's" if result["identical_to_reference"]
                          else "run **differs** from the reference code's")
         index = result["ours"]["index"]
+        # format /2 records its varint postings' bytes; /1 (runs before 2026-12-06) its tf array's dtype
+        layout = (f"varint postings of {index['postings_bytes'] / index['postings']:.2f} bytes each"
+                  if "postings_bytes" in index else f"{index['tf_dtype']} tf")
         facts.append(f"index {index['index_mb'] * 2**20 / index['postings']:.1f} bytes a posting on disk "
-                     f"({index['postings']:,} postings, {index['tf_dtype']} tf)")
+                     f"({index['postings']:,} postings, {layout})")
         facts.append(f"nDCG@10 {result['ours']['search']['means']['nDCG@10']:.3f}")
         lines.append(f"- **{n:,} passages**: " + "; ".join(facts) + ".")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """BM25, Lucene variant, over our tokenizer (params ``bm25:``, ``tokenizer:``): a compact term-major index.
 
 The index (:class:`BM25Index`) holds the collection's raw statistics only: per term its
-postings (document row int32, term frequency uint8, uint16 or uint32: the narrowest that holds them), per document its length.
+postings (rows and term frequencies, varint-coded by ``_bm25_kernel.c``: 1.7 bytes a posting on MS MARCO-shaped
+passages) and its df, per document its length.
 The BM25 impact of a posting is computed when a query reads it, with the collection
 statistics (N, df, avgdl) given to the scorer: the same index serves one machine
 (its own statistics) and a shard of a larger collection (the global ones, summed over
@@ -9,13 +10,14 @@ the shards first: see ``bm25_sharded.py``). Built in one pass over any iterable 
 (id, text) in chunks, merged into the final arrays; saved as ``.npy`` arrays read back
 memory-mapped with ``allow_pickle=False`` and JSON lists (vocabulary, ids): nothing is unpickled.
 
-A search keeps each query's top ``depth`` (:meth:`BM25Index.top`: NumPy on a small collection, a compiled
-loop on a large one) and returns the scores an exhaustive sum gives, bit for bit; with
+A search keeps each query's top ``depth`` (:meth:`BM25Index.top`: the compiled loop of ``_bm25_kernel.c``, built
+when the package is installed) and returns the scores an exhaustive sum gives, bit for bit; with
 ``bm25.workers`` > 1 forked processes share the memory-mapped index and split the queries.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import json
@@ -24,7 +26,7 @@ import multiprocessing
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,19 +37,18 @@ from ..core.params import BM25Params, Params, TokenizerParams
 from ..core.parse import json_loads
 from ..runs import Run
 from ..tokenizer import Tokenizer
+from . import _bm25_kernel
 from .base import top_k
 
 _DENSE_SHARE = 5  # NumPy path: a query reading more postings than 1/5 of the documents is summed into one dense vector
-# collections of at least this many documents are searched by the compiled loop (_bm25_kernel: 3x NumPy's speed
-# on 1M passages); smaller ones by NumPy, sparing the process numba's import (0.15 s, 65 MiB) where a query is cheap
-_KERNEL_FROM = 1 << 17
 _MEMO_LIMIT = 2_000_000  # distinct pieces of text remembered by the build before its memo starts afresh
 _GROUP = 8_192  # pieces of text held as strings at once by the build
 _UNMET = np.iinfo(np.int32).min  # the code of a piece not met yet
 CHUNK = 256  # documents tokenized and counted at once: bounds the temporary arrays of the build
 SPILL_CHUNK = 16_384  # the same when chunks go to disk: fewer, larger files
-FORMAT = "retrieval-lab-bm25-index/1"
-_ARRAYS = ("indptr", "docs", "tf", "lengths")
+FORMAT = "retrieval-lab-bm25-index/2"  # /1 held int32 rows and tf arrays (5 bytes a posting at least)
+# each array's dtype: what _bm25_kernel reads (a file holding another is damaged, never cast)
+_ARRAYS = {"offsets": np.int64, "postings": np.uint8, "df": np.uint32, "lengths": (np.uint8, np.uint16, np.uint32)}
 
 
 def idf(n: int, df: int) -> float:
@@ -164,6 +165,71 @@ def _impacts(weight, repeats, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
     return impacts
 
 
+class Vocabulary(Mapping[str, int]):
+    """Term -> term id of a built index, held as the terms' UTF-8 bytes in one buffer sorted by bytes, looked up by
+    bisection: about 14 bytes a term beside its text, where a dict of str takes about 170 (33 MiB at 200k terms,
+    lab notes 2026-12-06). Iterates in term-id order; :attr:`terms` is that list."""
+
+    def __init__(self, terms: list[str]):
+        encoded = [t.encode("utf-8") for t in terms]
+        order = sorted(range(len(encoded)), key=encoded.__getitem__)
+        self._blob = b"".join(encoded[i] for i in order)
+        self._bounds = np.zeros(len(order) + 1, np.int64)  # [V + 1] where each sorted key starts in the buffer
+        np.cumsum(np.fromiter((len(encoded[i]) for i in order), np.int64, count=len(order)), out=self._bounds[1:])
+        self._ids = np.array(order, dtype=np.int32)  # [V] the term id at each sorted place
+        if len(set(encoded)) != len(encoded):
+            raise ValueError("a vocabulary holds each term once")
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def _key(self, place: int) -> bytes:
+        return self._blob[int(self._bounds[place]):int(self._bounds[place + 1])]
+
+    def get(self, term: str, default=None):
+        try:
+            key = term.encode("utf-8")
+        except (AttributeError, UnicodeEncodeError):  # not a str, or one no term can equal (a lone surrogate)
+            return default
+        place = bisect.bisect_left(_Keys(self), key)
+        return int(self._ids[place]) if place < len(self._ids) and self._key(place) == key else default
+
+    def __contains__(self, term) -> bool:
+        return self.get(term) is not None
+
+    def __getitem__(self, term: str) -> int:
+        found = self.get(term)
+        if found is None:
+            raise KeyError(term)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.terms)
+
+    @property
+    def terms(self) -> list[str]:
+        """Every term in term-id order (built on demand: a list of str is what this class spares)."""
+        out: list[str] = [""] * len(self._ids)
+        for place, term_id in enumerate(self._ids.tolist()):
+            out[term_id] = self._key(place).decode("utf-8")
+        return out
+
+
+class _Keys:
+    """A vocabulary's sorted keys as the sequence bisect reads."""
+
+    __slots__ = ("vocabulary",)
+
+    def __init__(self, vocabulary: Vocabulary):
+        self.vocabulary = vocabulary
+
+    def __len__(self) -> int:
+        return len(self.vocabulary)
+
+    def __getitem__(self, place: int) -> bytes:
+        return self.vocabulary._key(place)
+
+
 @dataclass(frozen=True)
 class IndexStats:
     """What the scorer needs of the whole collection: N, total length (avgdl = total / N)."""
@@ -178,16 +244,21 @@ class IndexStats:
 
 
 class BM25Index:
-    """Postings of a collection, term-major CSR: term t's are ``docs[indptr[t]:indptr[t + 1]]`` (rows in
-    collection order) with ``tf`` alike; ``lengths[row]`` the tokens of each document after the tokenizer."""
+    """Postings of a collection, term-major: term t's are the bytes ``postings[offsets[t]:offsets[t + 1]]``, ``df[t]``
+    (row, tf) pairs in collection order (:meth:`postings_of` decodes them); ``lengths[row]`` the tokens of each
+    document after the tokenizer."""
 
-    def __init__(self, doc_ids: list[str], vocab: list[str], indptr: np.ndarray, docs: np.ndarray, tf: np.ndarray,
-                 lengths: np.ndarray, tokenizer: TokenizerParams, fields: list[str]):
-        self.doc_ids, self.terms = doc_ids, vocab
-        self.vocab = {t: i for i, t in enumerate(vocab)}
-        self.indptr, self.docs, self.tf, self.lengths = indptr, docs, tf, lengths
+    def __init__(self, doc_ids: list[str], vocab: list[str], offsets: np.ndarray, postings: np.ndarray,
+                 df: np.ndarray, lengths: np.ndarray, tokenizer: TokenizerParams, fields: list[str]):
+        self.doc_ids = doc_ids
+        self.vocab = vocab if isinstance(vocab, Vocabulary) else Vocabulary(vocab)
+        self.offsets, self.postings, self.df_array, self.lengths = offsets, postings, df, lengths
         # plain views of the (maybe memory-mapped) arrays for the search: slicing an np.memmap runs Python code
-        self._indptr, self._docs, self._tf = np.asarray(indptr), np.asarray(docs), np.asarray(tf)
+        self._offsets, self._postings, self._df = np.asarray(offsets), np.asarray(postings), np.asarray(df)
+        # the distinct lengths and each document's place among them: a search reads a norm per distinct length
+        # (a few hundred floats) through 1-byte codes instead of one float64 per document (8 MiB at 1M passages)
+        self._distinct_lengths, codes = np.unique(np.asarray(lengths), return_inverse=True)
+        self._length_codes = codes.astype(_narrowest(len(self._distinct_lengths) - 1))
         self.tokenizer, self.fields = tokenizer, list(fields)
         self._local = threading.local()  # each thread's scratch arrays for :meth:`top`
 
@@ -221,8 +292,9 @@ class BM25Index:
             else:
                 parts.append((terms, rows, tf))
         all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, np.uint32)
-        indptr, docs, tf = _merge(parts, len(terms_met.vocab))
-        return cls(doc_ids, list(terms_met.vocab), indptr, docs, tf, all_lengths, tokenizer, fields)
+        all_lengths = all_lengths.astype(_narrowest(int(all_lengths.max(initial=0))))
+        return cls(doc_ids, list(terms_met.vocab), *_encode(*_merge(parts, len(terms_met.vocab))), all_lengths,
+                   tokenizer, fields)
 
     @classmethod
     def from_corpus(cls, corpus, tokenizer: TokenizerParams, fields: list[str], chunk: int = CHUNK) -> BM25Index:
@@ -236,17 +308,37 @@ class BM25Index:
     def stats(self) -> IndexStats:
         return IndexStats(len(self.doc_ids), int(self.lengths.sum(dtype=np.int64)))
 
-    def df(self, term: int) -> int:
-        a, b = self._span(term)
-        return b - a
+    @property
+    def terms(self) -> list[str]:
+        """The vocabulary in term-id order (a new list)."""
+        return self.vocab.terms
 
-    def _span(self, term: int) -> tuple[int, int]:
-        """Where term t's postings lie in ``docs`` and ``tf``."""
-        return int(self._indptr[term]), int(self._indptr[term + 1])
+    @property
+    def postings_count(self) -> int:
+        """Every (term, document) pair of the collection."""
+        return int(self._df.sum(dtype=np.int64))
+
+    def df(self, term: int) -> int:
+        return int(self._df[term])
+
+    def postings_of(self, terms: list[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows int32, tf uint32) of each term's postings, one term after the other, rows rising within each."""
+        terms = np.asarray(terms, dtype=np.int64)
+        if len(terms) and (terms.min() < 0 or terms.max() >= len(self.vocab)):
+            raise IndexError(f"terms outside 0..{len(self.vocab) - 1}")
+        total = int(self._df[terms].sum(dtype=np.int64))
+        rows, tf = np.empty(total, np.int32), np.empty(total, np.uint32)
+        _bm25_kernel.decode(self._offsets, self._postings, self._df, terms, rows, tf)
+        return rows, tf
 
     def norms(self, stats: IndexStats, params: BM25Params) -> np.ndarray:
-        """[N] k1 * (1 - b + b * |d| / avgdl), with the collection's avgdl (this index's or the global one)."""
-        return params.k1 * (1.0 - params.b + params.b * self.lengths.astype(np.float64) / stats.avgdl)
+        """k1 * (1 - b + b * |d| / avgdl) of each distinct length |d| of the documents, with the collection's avgdl
+        (this index's or the global one); a document's is ``norms[length code]`` (:meth:`document_norms`)."""
+        return params.k1 * (1.0 - params.b + params.b * self._distinct_lengths.astype(np.float64) / stats.avgdl)
+
+    def document_norms(self, norm: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The norm of each document of ``rows``, from :meth:`norms`."""
+        return norm[self._length_codes[rows]]
 
     def scores(self, plan: list[tuple[int, float, int]], norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) of every document holding a term of ``plan``: (term id, idf, repeats), in the
@@ -257,19 +349,14 @@ class BM25Index:
         """
         if not plan:
             return np.zeros(0, np.int64), np.zeros(0)
+        terms, idfs, repeats = zip(*plan)
+        rows, tf = self.postings_of(terms)  # every term's postings at once, in plan order
         if len(plan) == 1:
-            rows, weights = self._postings(*plan[0], norm)
-        else:  # every term's postings gathered at once, in plan order: a few NumPy calls a query, not a few a term
-            terms, idfs, repeats = zip(*plan)
-            terms = np.array(terms)
-            starts = self._indptr[terms]
-            lengths = self._indptr[terms + 1] - starts
-            ends = lengths.cumsum()
-            at = np.arange(ends[-1]) + (starts - (ends - lengths)).repeat(lengths)  # [P_q] positions in docs, tf
-            rows = self._docs[at]
-            # each posting's impact with the operations (and so the bits) of _impacts
+            weights = _impacts(idfs[0], repeats[0], tf, self.document_norms(norm, rows))
+        else:  # each posting's impact with the operations (and so the bits) of _impacts
+            lengths = self._df[np.array(terms)]
             weights = _impacts(np.array(idfs).repeat(lengths), np.array(repeats, np.float64).repeat(lengths),
-                               self._tf[at], norm[rows])
+                               tf, self.document_norms(norm, rows))
         n = len(self.doc_ids)
         if len(rows) * _DENSE_SHARE > n:
             dense = np.bincount(rows, weights, minlength=n)  # [N]
@@ -278,29 +365,22 @@ class BM25Index:
         found, inverse = np.unique(rows, return_inverse=True)
         return found, np.bincount(inverse, weights, minlength=len(found))
 
-    def _postings(self, term: int, weight: float, repeats: int, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, impacts) of one query term: every document holding it."""
-        a, b = self._span(term)
-        rows = self._docs[a:b]
-        return rows, _impacts(weight, repeats, self._tf[a:b], norm[rows])
-
     def top(self, plan: list[tuple[int, float, int]], norm: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, scores) holding every document whose score reaches the ``depth``-th best (ties too), each
         with the bits :meth:`scores` gives it; other documents may come along (``top_k`` cuts them).
 
-        On a collection of at least ``_KERNEL_FROM`` documents, the compiled loop of ``_bm25_kernel`` (its
-        impacts must be positive, as BM25's idf keeps them); otherwise, or with a weight not above 0,
-        :meth:`scores`.
+        The compiled loop of ``_bm25_kernel`` (its impacts must be positive, as BM25's idf keeps them); with a weight
+        not above 0, :meth:`scores`.
         """
-        if not plan or depth < 1 or len(self.doc_ids) < _KERNEL_FROM or any(not weight > 0 for _, weight, _ in plan):
+        if not plan or depth < 1 or any(not weight > 0 for _, weight, _ in plan):
             return self.scores(plan, norm)
-        from ._bm25_kernel import top_rows
-
         scratch = self._scratch(depth)
-        terms, idfs, repeats = (np.array(column) for column in zip(*plan))
+        terms, idfs, repeats = zip(*plan)
+        terms, idfs, repeats = (np.array(terms, np.int64), np.array(idfs, np.float64), np.array(repeats, np.float64))
         try:
-            while (found := top_rows(self._indptr, self._docs, self._tf, norm, terms, idfs,
-                                     repeats.astype(np.float64), depth, *scratch)) < 0:
+            while (found := _bm25_kernel.top_rows(self._offsets, self._postings, self._df, norm, self._length_codes,
+                                                  self._length_codes.itemsize, terms, idfs, repeats, depth,
+                                                  *scratch)) < 0:
                 room = min(2 * len(scratch[1]), len(self.doc_ids))  # more ties than room; never more than N
                 scratch = self._local.scratch = (scratch[0], np.empty(room, np.int32), np.empty(room))
         except BaseException:
@@ -320,21 +400,16 @@ class BM25Index:
         self._local.scratch = scratch
         return scratch
 
-    def prepare_search(self) -> None:
-        """Compile (or load from numba's cache) the search loop for this index's arrays, once per process: done
-        before forking, each worker inherits it instead of compiling its own."""
-        if len(self.doc_ids) >= _KERNEL_FROM and len(self.terms):
-            self.top([(0, 1.0, 1)], np.ones(len(self.doc_ids)), 1)
-
     # ------------------------------------------------------------------------- files
 
     def save(self, folder: str | Path) -> None:
         """Into ``folder`` (an existing, empty one: the caller's atomic output)."""
         folder = Path(folder)
-        for name in _ARRAYS:
-            np.save(folder / f"{name}.npy", getattr(self, name), allow_pickle=False)
-        meta = {"format": FORMAT, "documents": len(self.doc_ids), "terms": len(self.terms),
-                "postings": len(self.docs), "tokenizer": dataclasses.asdict(self.tokenizer),
+        for name, array in zip(_ARRAYS, (self.offsets, self.postings, self.df_array, self.lengths)):
+            np.save(folder / f"{name}.npy", array, allow_pickle=False)
+        meta = {"format": FORMAT, "documents": len(self.doc_ids), "terms": len(self.vocab),
+                "postings": self.postings_count, "bytes": len(self.postings),
+                "tokenizer": dataclasses.asdict(self.tokenizer),
                 "fields": self.fields}
         (folder / "index.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         (folder / "vocab.json").write_text(json.dumps(self.terms, ensure_ascii=False), encoding="utf-8")
@@ -371,31 +446,36 @@ class BM25Index:
             except (OSError, ValueError) as exc:
                 raise InputError(f"unreadable list ({exc.__class__.__name__})", str(path)) from None
         n, v = len(lists["doc_ids"]), len(lists["vocab"])
-        shapes = {"indptr": v + 1, "lengths": n, "docs": meta.get("postings"), "tf": meta.get("postings")}
+        shapes = {"offsets": v + 1, "lengths": n, "df": v, "postings": meta.get("bytes")}
         for name, size in shapes.items():
             if arrays[name].ndim != 1 or arrays[name].shape[0] != size:
                 raise InputError(f"{arrays[name].shape[0]} entries, expected {size}", str(folder / f"{name}.npy"))
         if n != meta.get("documents"):
             raise InputError(f"{n} ids, index.json says {meta.get('documents')}", str(folder / "doc_ids.json"))
         _check_values(folder, arrays, n)
-        return cls(lists["doc_ids"], lists["vocab"], arrays["indptr"], arrays["docs"], arrays["tf"],
+        return cls(lists["doc_ids"], lists["vocab"], arrays["offsets"], arrays["postings"], arrays["df"],
                    arrays["lengths"], TokenizerParams(**meta["tokenizer"]), meta["fields"])
 
 
 def _check_values(folder: Path, arrays: dict[str, np.ndarray], documents: int) -> None:
-    """The values a search indexes with, in range: a damaged array (bytes changed in place) is one line naming
-    its file, never an IndexError in the middle of a search. One pass over the postings (memory-mapped)."""
+    """Every array of the dtype the kernel reads, and the postings decoding to what the offsets and df say: a
+    damaged file (bytes changed in place) is one line naming it, never an error in the middle of a search. One
+    pass over the postings through a mapping of its own, unmapped after: the search maps only the pages of the
+    terms it reads."""
     for name, values in arrays.items():
-        if values.dtype.kind not in "iu":
-            raise InputError(f"holds {values.dtype}, expected integers: the file is damaged; build the index again",
-                             str(folder / f"{name}.npy"))
-    indptr, docs = arrays["indptr"], arrays["docs"]
-    if indptr[0] != 0 or indptr[-1] != len(docs) or (np.diff(indptr) < 0).any():
-        raise InputError(f"offsets not rising from 0 to {len(docs)}: the file is damaged; build the index again",
-                         str(folder / "indptr.npy"))
-    if len(docs) and (int(docs.min()) < 0 or int(docs.max()) >= documents):
-        raise InputError(f"document rows outside 0..{documents - 1}: the file is damaged; build the index again",
-                         str(folder / "docs.npy"))
+        allowed = [np.dtype(t) for t in np.atleast_1d(_ARRAYS[name])]
+        if values.dtype not in allowed:
+            raise InputError(f"holds {values.dtype}, expected {' or '.join(map(str, allowed))}: the file is damaged; "
+                             "build the index again", str(folder / f"{name}.npy"))
+    postings = arrays["postings"]
+    if isinstance(postings, np.memmap):
+        postings = np.load(folder / "postings.npy", mmap_mode="r", allow_pickle=False)
+    problem = _bm25_kernel.check(np.asarray(arrays["offsets"]), np.asarray(postings), np.asarray(arrays["df"]),
+                                 documents)
+    del postings  # its own mapping: unmapped here
+    if problem is not None:
+        array, what = problem
+        raise InputError(f"{what}: the file is damaged; build the index again", str(folder / f"{array}.npy"))
 
 
 def _batches(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
@@ -414,6 +494,18 @@ def _runs(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     starts = np.flatnonzero(np.diff(terms, prepend=-1))  # [u] where each term's run begins
     lengths = np.diff(starts, append=len(terms))  # [u]
     return terms[starts], lengths, np.arange(len(terms)) - np.repeat(starts, lengths)
+
+
+def _narrowest(largest: int) -> type:
+    """The narrowest unsigned dtype holding 0..largest."""
+    return next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if largest <= np.iinfo(t).max)
+
+
+def _encode(indptr: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The CSR postings as the index holds them: (byte offsets [V + 1], varint postings, df [V])."""
+    offsets = np.empty(len(indptr), np.int64)
+    postings = np.frombuffer(_bm25_kernel.encode(indptr, docs, tf, tf.itemsize, offsets), np.uint8)
+    return offsets, postings, np.diff(indptr).astype(np.uint32)
 
 
 def _merge(parts: list, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -557,7 +649,6 @@ def _search_forked(retriever: BM25Retriever, queries: dict[str, str], depth: int
     from concurrent.futures.process import BrokenProcessPool
 
     global _FORKED
-    retriever.index.prepare_search()  # compiled once here, not once in each worker
     items = list(queries.items())
     size = max(1, min(64, len(items) // (workers * 8)))  # small chunks: a slow query delays no worker long
     chunks = [items[i:i + size] for i in range(0, len(items), size)]

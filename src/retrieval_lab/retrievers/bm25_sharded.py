@@ -123,7 +123,7 @@ class Shard:
         if self.folder is not None:
             return load_shard, (self.folder,)
         i = self.index
-        return _from_arrays, (i.doc_ids, i.terms, i.indptr, i.docs, i.tf, i.lengths, i.tokenizer, i.fields)
+        return _from_arrays, (i.doc_ids, i.terms, i.offsets, i.postings, i.df_array, i.lengths, i.tokenizer, i.fields)
 
 
 def _from_arrays(*arrays) -> Shard:
@@ -207,7 +207,7 @@ def build_saved_shard(shard: int, part: ShardFile, source: str, folder: str, scr
         (attempt / "index").rename(folder)
     finally:
         shutil.rmtree(attempt, ignore_errors=True)
-    return ShardReport(shard, len(index.doc_ids), len(index.terms), len(index.docs), index.stats.total_length,
+    return ShardReport(shard, len(index.doc_ids), len(index.vocab), index.postings_count, index.stats.total_length,
                        tuple(empty), _id_hashes(index.doc_ids), time.perf_counter() - start)
 
 
