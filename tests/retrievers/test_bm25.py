@@ -143,6 +143,22 @@ def test_index_arrays_by_hand():
     assert (index.stats.documents, index.stats.total_length, index.stats.avgdl) == (3, 6, 2.0)
 
 
+def test_the_vocabulary_looks_up_like_the_dict_it_replaces():
+    from retrieval_lab.retrievers.bm25 import Vocabulary
+
+    terms = ["cell", "été", "ete", "β-cell", "cel", "cellular", "zz", "", "日本", "a"]
+    vocabulary = Vocabulary(terms)
+    assert dict(vocabulary.items()) == {t: i for i, t in enumerate(terms)} and vocabulary.terms == terms
+    assert list(vocabulary) == terms and len(vocabulary) == 10
+    for missing in ("ce", "cells", "b", "zzz", "\ud800", None, 3, b"cell"):  # between keys, past both ends, not str
+        assert missing not in vocabulary and vocabulary.get(missing, -1) == -1
+    with pytest.raises(KeyError):
+        vocabulary["cells"]
+    with pytest.raises(ValueError, match="each term once"):
+        Vocabulary(["a", "b", "a"])
+    assert len(Vocabulary([])) == 0 and Vocabulary([]).get("a") is None
+
+
 def test_large_gaps_and_term_frequencies_take_more_bytes_by_hand():
     from retrieval_lab.retrievers.bm25 import BM25Index
 
@@ -441,3 +457,40 @@ def test_a_query_of_several_terms_sums_in_plan_order_bit_for_bit():
                 expected[row] = expected.get(row, 0.0) + weight * tf / (tf + doc_norm) * repeats
         rows, values = index.scores(plan, norm)
         assert dict(zip(rows.tolist(), values.tolist())) == expected and len(expected) > 10
+
+
+def test_the_kernel_refuses_arrays_that_do_not_fit_instead_of_reading_past_them():
+    """Its arrays come through the buffer protocol: every length is checked against the others."""
+    from retrieval_lab.retrievers import _bm25_kernel
+
+    index = BM25Index.from_corpus(_corpus({"d1": "cat sat", "d2": "cat cat dog", "d3": "bird"}), PLAIN, FIELDS)
+    arrays = (index.offsets, index.postings, index.df_array)
+    codes = index._length_codes
+    norm, terms = index.norms(index.stats, BM25Params()), np.array([0, 2], np.int64)
+    sums, rows, values = np.zeros(3), np.empty(3, np.int32), np.empty(3)
+
+    def top(*, terms=terms, sums=sums, depth=2):
+        return _bm25_kernel.top_rows(*arrays, norm, codes, 1, terms, np.ones(len(terms)), np.ones(len(terms)), depth,
+                                     sums, rows, values)
+
+    assert top() == 2 and not sums.any()  # "cat" or "dog": d1 and d2
+    for bad in ({"terms": np.array([0, 4], np.int64)}, {"sums": np.zeros(4)}, {"depth": 0}):
+        with pytest.raises(ValueError):
+            top(**bad)
+    assert not sums.any()  # a refused call leaves the sums as they were
+    with pytest.raises(ValueError, match="do not fit"):
+        _bm25_kernel.decode(*arrays, np.array([0], np.int64), np.empty(1, np.int32), np.empty(1, np.uint32))  # df 2
+    for not_a_buffer in ((np.array([0, 2], np.int64), [0, 1], np.ones(2, np.uint8)),
+                         (np.array([0, 2], np.int64), np.array([0, 1], np.int32), None)):
+        with pytest.raises(TypeError):  # a refused buffer is an error, never a result
+            _bm25_kernel.encode(*not_a_buffer, 1, np.empty(2, np.int64))
+    with pytest.raises(ValueError, match="rising"):
+        _bm25_kernel.encode(np.array([0, 2], np.int64), np.array([1, 1], np.int32), np.ones(2, np.uint8), 1,
+                            np.empty(2, np.int64))
+    damaged = index.postings.copy()
+    damaged[1] = 0x00  # "cat": row 0, then a gap of 0 (row 0 again)
+    assert _bm25_kernel.check(index.offsets, damaged, index.df_array, 3)[0] == "postings"
+    with pytest.raises(ValueError, match="damaged"):
+        _bm25_kernel.top_rows(index.offsets, damaged, index.df_array, norm, codes, 1, np.array([0], np.int64),
+                              np.ones(1), np.ones(1), 2, sums, rows, values)
+    assert not sums.any()  # cleared on the way out

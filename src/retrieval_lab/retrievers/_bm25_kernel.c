@@ -125,6 +125,7 @@ static PyObject *encode(PyObject *self, PyObject *args) {
     if (itemsize != 1 && itemsize != 2 && itemsize != 4)
         return PyErr_Format(PyExc_ValueError, "tf items of %d bytes: expected 1, 2 or 4", itemsize);
     Py_buffer indptr, docs, tf, offsets;
+    PyObject *out = NULL;  /* before the first goto: every exit returns it */
     if (read_buffer(o_indptr, &indptr, 8, 0, "indptr") < 0)
         return NULL;
     if (read_buffer(o_docs, &docs, 4, 0, "docs") < 0)
@@ -133,7 +134,6 @@ static PyObject *encode(PyObject *self, PyObject *args) {
         goto fail_docs;
     if (read_buffer(o_offsets, &offsets, 8, 1, "offsets") < 0)
         goto fail_tf;
-    PyObject *out = NULL;
     const int64_t *ptr = indptr.buf;
     const int32_t *rows = docs.buf;
     int64_t *starts = offsets.buf;
@@ -365,11 +365,13 @@ typedef struct {
  * a term out of range; -3: out of memory. sums is left all zero whatever happens. */
 static Py_ssize_t search(Search *s) {
     Py_ssize_t status = 0;
-    for (Py_ssize_t j = 0; j < s->n_query; j++) {
-        Reader r;
-        int64_t row = 0, tf = 0;
+    Reader r = {NULL, NULL};
+    for (Py_ssize_t j = 0; j < s->n_query; j++)  /* every term in range before any sum moves */
         if (term_reader(s->starts, s->n_terms, s->stream, s->size, s->terms[j], &r) < 0)
-            return -2;  /* nothing summed yet for this term; the earlier ones are cleared below */
+            return -2;
+    for (Py_ssize_t j = 0; j < s->n_query; j++) {
+        int64_t row = 0, tf = 0;
+        term_reader(s->starts, s->n_terms, s->stream, s->size, s->terms[j], &r);
         double idf = s->idfs[j], repeat = s->repeats[j];
         uint32_t count = s->df[s->terms[j]];
         /* a document's norm is norm[codes[row]]: its length's place among the distinct lengths (one loop per
@@ -416,7 +418,6 @@ static Py_ssize_t search(Search *s) {
     int full = 0;
     for (Py_ssize_t i = 0; i < s->n_query; i++) {
         Py_ssize_t j = order[i];
-        Reader r = {NULL, NULL};
         int64_t row = 0, tf = 0;
         term_reader(s->starts, s->n_terms, s->stream, s->size, s->terms[j], &r);  /* checked above */
         for (uint32_t p = 0; p < s->df[s->terms[j]]; p++) {

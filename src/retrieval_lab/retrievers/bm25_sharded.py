@@ -123,7 +123,7 @@ class Shard:
         if self.folder is not None:
             return load_shard, (self.folder,)
         i = self.index
-        return _from_arrays, (i.doc_ids, i.terms, i.offsets, i.postings, i.df_array, i.lengths, i.tokenizer, i.fields)
+        return _from_arrays, (i.doc_ids, i.vocab, i.offsets, i.postings, i.df_array, i.lengths, i.tokenizer, i.fields)
 
 
 def _from_arrays(*arrays) -> Shard:
