@@ -191,7 +191,7 @@ class Vocabulary(Mapping[str, int]):
             key = term.encode("utf-8")
         except (AttributeError, UnicodeEncodeError):  # not a str, or one no term can equal (a lone surrogate)
             return default
-        place = bisect.bisect_left(_Keys(self), key)
+        place = bisect.bisect_left(range(len(self._ids)), key, key=self._key)  # the sorted places, by their bytes
         return int(self._ids[place]) if place < len(self._ids) and self._key(place) == key else default
 
     def __contains__(self, term) -> bool:
@@ -213,21 +213,6 @@ class Vocabulary(Mapping[str, int]):
         for place, term_id in enumerate(self._ids.tolist()):
             out[term_id] = self._key(place).decode("utf-8")
         return out
-
-
-class _Keys:
-    """A vocabulary's sorted keys as the sequence bisect reads."""
-
-    __slots__ = ("vocabulary",)
-
-    def __init__(self, vocabulary: Vocabulary):
-        self.vocabulary = vocabulary
-
-    def __len__(self) -> int:
-        return len(self.vocabulary)
-
-    def __getitem__(self, place: int) -> bytes:
-        return self.vocabulary._key(place)
 
 
 @dataclass(frozen=True)
