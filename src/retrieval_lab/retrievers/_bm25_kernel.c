@@ -431,9 +431,9 @@ static Py_ssize_t search(Search *s) {
                         status = -3;
                     full = found == s->room || found < 0;
                 }
-                if (found == s->room && !full) {  /* room = N < depth, all of them in: no other can come */
-                    status = -2;
-                    break;
+                if (found == s->room && !full) {  /* room = N < depth, all of them in: no other can come, */
+                    status = -2;                  /* unless a row repeats; the sums are still cleared */
+                    full = 1;
                 }
                 if (value >= cut && !full) {
                     s->rows[found] = (int32_t)row;
