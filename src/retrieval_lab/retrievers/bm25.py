@@ -482,8 +482,9 @@ def _runs(terms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _narrowest(largest: int) -> type:
-    """The narrowest unsigned dtype holding 0..largest."""
-    return next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64) if largest <= np.iinfo(t).max)
+    """The narrowest unsigned dtype holding 0..largest (lengths, length codes, term frequencies: all below 2**32,
+    as a document's tokens are counted in uint32)."""
+    return next(t for t in (np.uint8, np.uint16, np.uint32) if largest <= np.iinfo(t).max)
 
 
 def _encode(indptr: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -513,8 +514,9 @@ def _merge(parts: list, n_terms: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     del counts
     total = int(indptr[-1])
     docs = np.empty(total, dtype=np.int32)
-    # the narrowest that holds every term frequency: uint8 in passages and abstracts (1 byte a posting less)
-    tf_out = np.empty(total, dtype=next(t for t in (np.uint8, np.uint16, np.uint32) if max_tf <= np.iinfo(t).max))
+    # the narrowest that holds every term frequency (uint8 in passages and abstracts): a quarter of uint32's memory
+    # in the build; the kernel's encode reads 1, 2 or 4-byte frequencies
+    tf_out = np.empty(total, dtype=_narrowest(max_tf))
     cursor = indptr[:-1].copy()  # [V] where each term's next posting goes
     for i in range(len(parts)):
         terms, rows, tf = arrays(parts[i])
