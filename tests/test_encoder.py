@@ -168,3 +168,21 @@ def test_a_dask_workers_encode_keeps_freed_memory(enc, monkeypatch):
     monkeypatch.setitem(E._WORKER_MODELS, (str(LOCK), "cpu"), enc)  # this worker loaded the model already
     rows, cut = E.encode_part(str(LOCK), None, ["first text", LONG], DenseParams(device="cpu", max_seq_length=16))
     assert calls == ["keep"] and rows.shape == (2, enc.dim) and cut == 1
+
+
+def test_reading_an_embeddings_folder_and_retrieving_from_it_import_no_torch(tmp_path):
+    """A dense retrieve (and mine, evaluate) only reads the folder: importing torch cost each such process
+    about 1.2 s of CPU. In a fresh interpreter, since this one has torch loaded already."""
+    import subprocess
+    import sys
+
+    rows = np.eye(3, 4, dtype=np.float32)
+    E.write_embeddings(E.Embeddings(["d1", "d2", "d3"], rows, ["q1", "q2"], rows[:2].copy()), tmp_path / "emb")
+    script = ("import sys\n"
+              "from retrieval_lab.cli import main\n"
+              f"code = main(['retrieve', '--retriever', 'dense', '--embeddings', {str(tmp_path / 'emb')!r},"
+              f" '--output', {str(tmp_path / 'run.trec')!r}])\n"
+              "print(code, 'torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split()[-2:] == ["0", "False"], out
+    assert (tmp_path / "run.trec").read_text().split("\n")[0].split()[:3] == ["q1", "Q0", "d1"]

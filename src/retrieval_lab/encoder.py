@@ -11,10 +11,9 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from .core.atomic import atomic_path, write_json
 from .core.data import require_file
@@ -22,6 +21,11 @@ from .core.errors import InputError
 from .core.params import DenseParams
 from .core.parse import json_loads
 from .model_files import check_loadable, resolve_model
+
+if TYPE_CHECKING:
+    import torch
+# torch itself is imported where the network runs: reading and writing an embeddings folder (every dense retrieve,
+# mine and evaluate) then costs no torch import, about 1.2 s of CPU a process.
 
 DOC_EMBEDDINGS, DOC_IDS = "doc_embeddings.npy", "doc_ids.txt"
 QUERY_EMBEDDINGS, QUERY_IDS = "query_embeddings.npy", "query_ids.txt"
@@ -43,10 +47,14 @@ def _mean_pool(last_hidden, mask):
 
 def native_bf16() -> bool:
     """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX): then ``dense.bf16`` is faster, not slower."""
+    import torch
+
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def resolve_device(device: str = "auto") -> torch.device:
+    import torch
+
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -89,9 +97,11 @@ class Encoder:
         return batch.to(self.device), truncated
 
     def _forward(self, batch):
+        import torch
+
         out = self.model(**batch).last_hidden_state  # [B, T, H]
         pooled = _mean_pool(out.float(), batch["attention_mask"])  # [B, H]
-        return F.normalize(pooled, p=2, dim=-1)  # [B, H], unit rows
+        return torch.nn.functional.normalize(pooled, p=2, dim=-1)  # [B, H], unit rows
 
     def embed(self, texts: list[str], max_length: int, chunk: int = TRAIN_CHUNK):
         """Embeddings ``[len(texts), H]`` with gradients (training).
@@ -109,6 +119,8 @@ class Encoder:
             return self._forward(batch)
         lengths = [len(ids) for ids in self.tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]]
         order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
+        import torch
+
         parts = []
         for start in range(0, len(order), chunk):
             batch, _ = self._tokenize([texts[i] for i in order[start:start + chunk]], max_length)
@@ -137,6 +149,8 @@ class Encoder:
         truncated = 0
         was_training = self.model.training
         self.model.eval()  # no dropout
+        import torch
+
         # On CPU bf16 pays off only with native bf16 units (AVX512-BF16 / AMX); elsewhere it is emulated.
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         try:
@@ -152,6 +166,8 @@ class Encoder:
         return out
 
     def _compiled_by(self, runtime: str, bf16: bool):
+        import torch
+
         from .runtimes import compiled
 
         if bf16 and not native_bf16():  # a compiler would quietly keep f32: the report would say bf16 wrongly
@@ -244,6 +260,8 @@ _WORKER_MODELS: dict[tuple, Encoder] = {}  # a Dask worker's models, loaded by i
 
 def encode_part(spec: str, where: str | None, texts: list[str], params: DenseParams) -> tuple[np.ndarray, int]:
     """A task of :class:`ShardedEncoding`: ``texts`` encoded on this worker, with the threads it was given."""
+    import torch
+
     from .core.cluster import worker_threads
     from .core.memory import keep_freed_memory
 
