@@ -10,8 +10,8 @@
 - Level 3, after ``dvc pull``: exact bytes, ``dvc status`` clean, ``dvc repro`` a no-op
   (in the branch review flow, through a bare git origin and a DVC remote).
 
-Also: a param change reruns only what depends on it, a training value put back is restored from DVC's
-run cache, and an edit to a module is seen by exactly the stages that run it.
+Also: a param change reruns only what depends on it (in the branch review flow), a training value put back
+is restored from DVC's run cache, and an edit to a module is seen by exactly the stages that run it.
 
 The two runs are made once per session, side by side in the background (``conftest.py``,
 ``pipeline_fixtures.py``); every test here shares the first and leaves it as it found it.
@@ -33,6 +33,7 @@ from pipeline_fixtures import (
     KILLED_OUTPUT,
     KILLED_STAGE,
     MINED_HARD,
+    NOT_REPEATED_KINDS,
     RETRIEVERS,
     RRF_STAGES,
     RUNS_NON_READERS,
@@ -150,25 +151,27 @@ def test_a_second_clean_run_killed_midway_gives_identical_bytes(built_pipeline, 
 
     assert KILLED_STAGE in ran_stages(second.recovery_log)
     assert second.temporaries_after == [], "the recovery left the killed run's temporary"
-    # the second run makes every kind of stage but compare (each foreach group; training on the query side) ...
+    # the second run makes every kind of stage but training and what reads a fine-tuned run (pipeline_fixtures) ...
     kinds = {name.partition("@")[0] for name in stage_graph(built_pipeline.repo)}
-    assert {name.partition("@")[0] for name in second.stages} == kinds - {"compare"}
-    assert "train@query" in second.stages and "mine@hard" in second.stages
+    assert {name.partition("@")[0] for name in second.stages} == kinds - set(NOT_REPEATED_KINDS)
+    assert {"encode@dense", "retrieve-dense@dense", "retrieve@lsa", "mine@hard", "evaluate@bm25"} <= set(second.stages)
     # ... and every output it made has the first run's bytes
     first, again = built_pipeline.hashes, second.build.hashes
-    assert len(again) >= 0.55 * len(first) and again.keys() <= first.keys()  # 61 of the 101 outputs
-    differ = [p for p in again if first[p] != again[p]]  # metrics JSONs and compare's files too: no wall time
+    assert len(again) >= 0.3 * len(first) and again.keys() <= first.keys()  # 31 of the 101 outputs
+    differ = [p for p in again if first[p] != again[p]]  # metrics JSONs too: no wall time
     assert sorted(differ) == [], "outputs whose bytes differ between two runs"
-    assert second.build.uncached, "the second run wrote no dvclive file"
-    for live, data in second.build.uncached.items():  # not cached by DVC: compared here
-        assert built_pipeline.uncached.get(live) == data, live
 
 
-def test_compare_rerun_gives_the_same_bytes(built):
-    """compare, which the second clean run leaves out (it reads dense-ft-hard's metrics), forced to run again
-    in its own process: its JSON, Markdown and page are the first run's bytes (the sign flips are seeded)."""
+def test_stages_the_second_run_leaves_out_rerun_to_the_same_bytes(built):
+    """fuse, evaluate-fused and compare, which the second clean run leaves out (they read fine-tuned runs), forced
+    to run again in their own processes: their runs, metrics JSONs, compare's Markdown and page are the first run's
+    bytes (the sign flips are seeded)."""
     before = lock_hashes(built)
-    assert ran_stages(sh(["dvc", "repro", "--force", "--single-item", "compare"], built).stdout) == {"compare"}
+    left_out = sorted(name for name in stage_graph(built)
+                      if name.partition("@")[0] in {"fuse", "evaluate-fused", "compare"})
+    assert len(left_out) == 5, left_out
+    out = sh(["dvc", "repro", "--force", "--single-item", *left_out], built).stdout
+    assert ran_stages(out) == set(left_out), out
     assert lock_hashes(built) == before
 
 
@@ -209,16 +212,6 @@ def test_another_model_lock_is_seen_by_the_dense_stages_only(built):
     # names reads dense.models whole (it checks the names; nothing follows it)
     assert status == {"names", "encode@dense"} | TRAIN_STAGES
     assert "up to date" in sh(["dvc", "status"], built).stdout
-
-
-def test_param_change_reruns_only_what_depends_on_it(built):
-    params = yaml.safe_load((built / "params.yaml").read_text())
-    params["fusion"]["methods"]["rrf"]["grid"] = [1]  # a different grid picks a different k: the fused run changes
-    (built / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    out = sh(["dvc", "repro"], built).stdout
-    assert ran_stages(out) == RRF_STAGES, out
-    sh(["git", "checkout", "params.yaml"], built)
-    sh(["dvc", "repro"], built)  # back to the committed state for the next test
 
 
 def test_a_training_value_changed_and_back_is_restored_from_the_run_cache(built):

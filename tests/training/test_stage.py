@@ -96,6 +96,37 @@ def test_live_metrics_hold_the_kept_weights_validation_beside_the_latest(tmp_pat
     assert metrics["selected"] == {"step": kept, "val": {"nDCG@10": {3: 0.7, 6: 0.6}[kept]}}
 
 
+@pytest.mark.parametrize("side", ["both", "query"])
+def test_the_stage_run_twice_writes_the_same_bytes(toy, tmp_path, side):
+    """Same machine, same thread count: every file the stage writes (model folder, embeddings, dvclive's) is the
+    same bytes on a second run. The pipeline's second clean run leaves training out to fit the suite's time
+    (tests/pipeline_fixtures.py); this is its check, on both sides and on the query side."""
+    import torch
+
+    dataset_dir, negatives, _ = toy
+    model_dir = tmp_path / "tiny"
+    tiny_encoder().save(model_dir)
+    params = _params(tmp_path, model_dir)
+    params = dataclasses.replace(params, train=dataclasses.replace(
+        params.train, variants={side: TrainVariant("hard", 0.05, side=side)}))
+    base = tmp_path / "base"
+    encode_dataset(load(model_dir, "cpu"), load_dataset(dataset_dir), base, params.dense, ["title", "text"])
+    threads = torch.get_num_threads()
+    written = []
+    for run in ("first", "second"):
+        out = {k: tmp_path / run / k for k in ("model", "emb", "live")}
+        torch.manual_seed(1234 if run == "first" else 99)  # the stage seeds itself from train.seed, not the caller
+        training.run_training(params, dataset_dir, negatives, side, out["model"], out["emb"], out["live"],
+                              base_embeddings=base, progress=False)
+        assert torch.get_num_threads() == threads
+        written.append({str(f.relative_to(tmp_path / run)): f.read_bytes()
+                        for f in sorted((tmp_path / run).rglob("*")) if f.is_file()})
+    first, second = written
+    assert {"model/training.json", "live/metrics.json"} <= first.keys() and any(k.startswith("emb/") for k in first)
+    assert first.keys() == second.keys()
+    assert [name for name in first if first[name] != second[name]] == []
+
+
 def test_query_side_stage_keeps_the_base_documents(toy, tmp_path):
     dataset_dir, negatives, _ = toy
     model_dir = tmp_path / "tiny"
