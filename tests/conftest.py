@@ -37,6 +37,32 @@ freeze_environment()
 PIPELINE_RUNS = ("built_pipeline", "second_pipeline_run", "scifact_base_encoding")
 
 
+_STARTED_BEFORE_COLLECTION: dict[str, Background] = {}
+
+
+def _runs_the_pipeline_tests(config: pytest.Config) -> bool:
+    """Whether this session surely selects the pipeline tests: folders holding tests/pipeline named (or none, so
+    testpaths), no option that deselects (-k, -m, --deselect, --lf, --sw) and not --collect-only."""
+    options = ("keyword", "markexpr", "deselect", "lf", "stepwise", "collectonly")
+    if any(config.getoption(name, None) for name in options):
+        return False
+    holders = {REPO, REPO / "tests", REPO / "tests" / "pipeline"}
+    return all(Path(arg).resolve() in holders for arg in config.args)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The whole suite starts its first pipeline run before collection (about 15 s of one core, the other idle
+    meanwhile); :func:`_pipeline_runs` takes it over. Any other selection starts it after collection, if wanted."""
+    if _runs_the_pipeline_tests(session.config):
+        where = session.config._tmp_path_factory.mktemp("pipeline") / "repo"
+        _STARTED_BEFORE_COLLECTION["built_pipeline"] = Background(build_pipeline, where)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Whatever still runs stops with the session, a run started before a collection that failed too."""
+    stop_all()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that wait for a pipeline run go last (in their order), so every other test overlaps the runs.
 
@@ -59,8 +85,9 @@ def _pipeline_runs(request, tmp_path_factory) -> dict[str, Background]:
     wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())
               if name in PIPELINE_RUNS}
     runs = {}
+    early = _STARTED_BEFORE_COLLECTION.pop("built_pipeline", None)  # unwanted: pytest_sessionfinish stops it
     if wanted:
-        runs["built_pipeline"] = Background(build_pipeline, tmp_path_factory.mktemp("pipeline") / "repo")
+        runs["built_pipeline"] = early or Background(build_pipeline, tmp_path_factory.mktemp("pipeline") / "repo")
     if "second_pipeline_run" in wanted:
         second = clone_working_tree(tmp_path_factory.mktemp("second") / "repo")
         runs["second_pipeline_run"] = Background(second_run_killed_and_recovered, second, stage_graph(second))
