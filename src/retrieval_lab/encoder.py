@@ -24,8 +24,8 @@ from .model_files import check_loadable, resolve_model
 
 if TYPE_CHECKING:
     import torch
-# torch itself is imported where the network runs: reading and writing an embeddings folder (every dense retrieve,
-# mine and evaluate) then costs no torch import, about 1.2 s of CPU a process.
+# torch itself is imported where the network runs: reading and writing an embeddings folder (every dense
+# retrieve) then costs no torch import, about 1.2 s of CPU a process.
 
 DOC_EMBEDDINGS, DOC_IDS = "doc_embeddings.npy", "doc_ids.txt"
 QUERY_EMBEDDINGS, QUERY_IDS = "query_embeddings.npy", "query_ids.txt"
@@ -113,14 +113,14 @@ class Encoder:
         longest text, so a batch of short and long texts costs far less, with the same
         embeddings up to float rounding.
         """
+        import torch
+
         self.check_max_length(max_length, "train.max_seq_length")
         if not chunk or len(texts) <= chunk:
             batch, _ = self._tokenize(texts, max_length)
             return self._forward(batch)
         lengths = [len(ids) for ids in self.tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]]
         order = sorted(range(len(texts)), key=lambda i: (lengths[i], i))
-        import torch
-
         parts = []
         for start in range(0, len(order), chunk):
             batch, _ = self._tokenize([texts[i] for i in order[start:start + chunk]], max_length)
@@ -139,6 +139,8 @@ class Encoder:
         (``dense.runtime``): torch here, or a runtime of :mod:`retrieval_lab.runtimes`, compiled on first use and
         again whenever the weights have changed since.
         """
+        import torch
+
         self.check_max_length(max_length, "dense.max_seq_length")
         texts = list(texts)
         if runtime != "torch":
@@ -149,8 +151,6 @@ class Encoder:
         truncated = 0
         was_training = self.model.training
         self.model.eval()  # no dropout
-        import torch
-
         # On CPU bf16 pays off only with native bf16 units (AVX512-BF16 / AMX); elsewhere it is emulated.
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         try:
