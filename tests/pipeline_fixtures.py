@@ -215,11 +215,6 @@ def lock_hashes(repo: Path) -> dict[str, str]:
     return {out["path"]: out["md5"] for stage in lock["stages"].values() for out in stage.get("outs", [])}
 
 
-def uncached_files(repo: Path) -> dict[str, bytes]:
-    """Repository-relative path -> bytes of the dvclive files (a metric and plots DVC does not cache)."""
-    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted((repo / "dvclive").rglob("*.*"))}
-
-
 @dataclass
 class Build:
     """A clean ``dvc repro`` of the whole pipeline, with what it produced recorded when it ended."""
@@ -228,7 +223,6 @@ class Build:
     seconds: float
     log: str
     hashes: dict[str, str] = field(default_factory=dict)
-    uncached: dict[str, bytes] = field(default_factory=dict)
 
 
 def build_pipeline(dest: Path) -> Build:
@@ -237,7 +231,7 @@ def build_pipeline(dest: Path) -> Build:
     started = time.perf_counter()
     proc = sh(["dvc", "repro"], repo)
     (repo / "repro.log").write_text(proc.stdout)
-    return Build(repo, time.perf_counter() - started, proc.stdout, lock_hashes(repo), uncached_files(repo))
+    return Build(repo, time.perf_counter() - started, proc.stdout, lock_hashes(repo))
 
 
 @dataclass
@@ -312,7 +306,7 @@ def second_run_killed_and_recovered(repo: Path, graph: dict) -> KilledRun:
     then ``dvc repro`` the :func:`repeated_stages`.
 
     ``graph`` is :func:`stage_graph` of the clone, read by the calling thread (DVC's Python API is
-    kept out of the background threads). The recorded hashes and dvclive files are only those of
+    kept out of the background threads). The recorded hashes are only those of
     the stages this run made (the clone's dvc.lock still holds the committed entries of the others).
     """
     started = time.perf_counter()
@@ -323,10 +317,8 @@ def second_run_killed_and_recovered(repo: Path, graph: dict) -> KilledRun:
     recovery = sh([*LOW_PRIORITY, "dvc", "repro", *stages], repo).stdout
     made = {out for name in stages for out in graph[name][2]}
     hashes = {path: md5 for path, md5 in lock_hashes(repo).items() if path in made}
-    uncached = {path: data for path, data in uncached_files(repo).items()
-                if any(path == out or path.startswith(out.rstrip("/") + "/") for out in made)}
     target = repo / KILLED_OUTPUT
-    build = Build(repo, time.perf_counter() - started, before, hashes, uncached)  # log: before the kill
+    build = Build(repo, time.perf_counter() - started, before, hashes)  # log: before the kill
     return KilledRun(build, killed, recovery, sorted(p.name for p in target.parent.glob(f".{target.name}.tmp-*")),
                      stages)
 
