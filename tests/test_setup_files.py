@@ -71,6 +71,15 @@ def test_torch_is_pinned_and_faiss_gpu_is_an_extra():
     assert 'gpu = ["faiss-gpu==1.15.1"]' in pyproject
 
 
+def test_the_install_gives_dvc_the_c_yaml_parser():
+    # ruamel.yaml 0.19 moved its C parser to an extra DVC does not ask for: without it DVC reads dvc.yaml,
+    # dvc.lock and params.yaml in pure Python on every command (a third of `dvc status`'s CPU on this pipeline)
+    from ruamel.yaml import YAML
+    from ruamel.yaml.cyaml import CParser
+
+    assert YAML(typ="safe").Parser is CParser
+
+
 def test_a_passing_session_leaves_no_scratch_folder_and_a_failing_one_keeps_it(tmp_path):
     # the suite writes about 4 GB under pytest's temporary root (two pipeline clones): kept after every
     # session, three sessions of it filled a disk. The project's pytest settings, on a one-test file:
