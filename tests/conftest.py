@@ -18,6 +18,7 @@ from pipeline_fixtures import (
 )
 
 from retrieval_lab.cli import keep_freed_memory
+from retrieval_lab.runtimes.openvino import without_telemetry
 
 # DVC writes a site cache under the user's home unless told otherwise; keep it in the test tree.
 os.environ.setdefault("DVC_SITE_CACHE_DIR", str(REPO / ".dvc-site-cache"))
@@ -28,6 +29,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # The suite's own process allocates as every command does: model loads and in-process commands reuse
 # freed memory instead of faulting in new pages.
 keep_freed_memory()
+# OpenVINO, which the runtime tests import, would send usage events on import and keep a client id in ~/intel:
+# the suite, like the commands, sends and writes nothing of the kind.
+without_telemetry()
 # What every command the tests start sees, taken once here, after the settings above.
 freeze_environment()
 

@@ -4,6 +4,7 @@ change, and refused where it cannot run."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -88,3 +89,34 @@ def test_the_real_model_and_the_embeddings_report(capfd):
     assert (1e-4 < gap < 1e-2) if bf16 else gap < 1e-5
     assert (compiled.doc_embeddings * reference.doc_embeddings).sum(axis=1).min() > 0.999
     assert "loss_type" not in capfd.readouterr().err  # the tracer reads the model's loss_function: kept quiet
+
+
+_TELEMETRY_PROBE = """
+import sys
+from training_fixtures import tiny_encoder
+
+enc = tiny_encoder(dropout=0.0)
+enc.encode(["printer jams", "disk full"], 2, 16, runtime="openvino")
+enc.encode(["printer jams", "disk full"], 2, 16, runtime="openvino_int8")  # NNCF compresses the weights
+assert "nncf" in sys.modules
+"""
+
+
+def test_the_runtimes_send_no_telemetry_and_write_nothing_in_the_home_folder(tmp_path):
+    """OpenVINO and NNCF send usage events to Google Analytics unless the user opted out, and keep a client id
+    in ~/intel; a home folder without their consent file is such a user's. Encoding under openvino and
+    openvino_int8 in a fresh interpreter leaves that home empty, while a bare `import openvino` there writes
+    the client id (the premise: what the runtimes turn off is on by default)."""
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parents[1]
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"CI", "TF_BUILD", "JENKINS_URL", "NNCF_CI", "NNCF_DEV"}}  # they turn telemetry off too
+    homes = {name: tmp_path / name for name in ("bare", "ours")}
+    for name, code in (("bare", "import openvino"), ("ours", _TELEMETRY_PROBE)):
+        homes[name].mkdir()
+        subprocess.run([sys.executable, "-c", code], env={**env, "HOME": str(homes[name]), "PYTHONPATH": str(tests)},
+                       check=True, capture_output=True, timeout=300)
+    assert (homes["bare"] / "intel" / "openvino_ga_cid").is_file()
+    assert list(homes["ours"].iterdir()) == []

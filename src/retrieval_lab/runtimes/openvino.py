@@ -8,6 +8,10 @@ normalisation run in float32 NumPy, as the torch path does them in float32. Batc
 queue, so the next batch is tokenised while the CPU runs the previous one; each batch is one independent
 inference, so the rows do not depend on which request ran it (the same bytes on every run, on one machine).
 Speed and nDCG@10 against torch and sentence-transformers' backends: docs/lab-notes.md (scripts/bench_encode.py).
+
+OpenVINO (on import and on each conversion) and NNCF send usage events to Google Analytics, and keep a client id
+under ``~/intel``, unless the user opted out with ``opt_in_out --opt_out``; :func:`without_telemetry` keeps the
+commands from sending or writing anything of the kind.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import sys
 import warnings
 
 import numpy as np
@@ -68,7 +73,15 @@ class CompiledEncoder:
         return out, truncated
 
 
+def without_telemetry() -> None:
+    """Make ``openvino_telemetry`` unimportable in this process, before OpenVINO or NNCF is imported: both then use
+    their own stand-ins, which send nothing and write nothing under the home folder. A process that imported
+    OpenVINO before retrieval-lab did keeps what that import set up (every command imports it here first)."""
+    sys.modules.setdefault("openvino_telemetry", None)  # None: `import openvino_telemetry` raises ImportError
+
+
 def _nncf(runtime: str):
+    without_telemetry()
     try:
         import nncf
     except ImportError:
@@ -133,6 +146,7 @@ def compile(encoder, bf16: bool, threads: int, int8: bool = False,
     import torch
     from transformers.utils import logging as hf_logging
 
+    without_telemetry()
     try:
         import openvino as ov
     except ImportError:
