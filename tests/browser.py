@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +40,11 @@ def chromium():
     executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
     if executable is None:
         _unavailable(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=ARGS)
+    # Chromium keeps its crash reports under $XDG_CONFIG_HOME and dconf its settings under $XDG_CACHE_HOME (both in
+    # the home folder by default): a folder of the test's own instead, removed with the browser
+    with tempfile.TemporaryDirectory(prefix="chromium-") as own, sync_playwright() as p:
+        env = {**os.environ, "XDG_CONFIG_HOME": f"{own}/config", "XDG_CACHE_HOME": f"{own}/cache"}
+        browser = p.chromium.launch(executable_path=executable, args=ARGS, env=env)
         try:
             yield browser
         finally:

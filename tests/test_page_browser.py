@@ -249,3 +249,19 @@ def test_a_query_whose_run_found_no_positive_says_so(tmp_path, browser):
     assert words[0].startswith("base.trec: not_retrieved") and words[0].endswith("(no positive retrieved).")
     assert words[1] == "head.trec: in_top_k — a positive is in the top k (first positive at rank 1)."
     assert opened.errors == []
+
+
+def test_the_browser_leaves_nothing_in_the_home_folder(tmp_path):
+    """Chromium writes its crash-report settings and dconf's under the home folder by default; the tests' browser
+    keeps them in a folder of its own (``browser.chromium``), so a home folder stays as it was."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("from browser import chromium\n"
+             "with chromium() as b:\n"
+             "    page = b.new_page(); page.set_content('<p>seen</p>'); assert page.inner_text('p') == 'seen'\n")
+    tests = Path(__file__).resolve().parent
+    subprocess.run([sys.executable, "-c", probe], env={**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(tests)},
+                   check=True, capture_output=True, timeout=120)
+    assert list(tmp_path.iterdir()) == []
