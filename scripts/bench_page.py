@@ -119,8 +119,10 @@ def browse(path: Path, rounds: int, word: str, depth: int) -> dict:
     from playwright.sync_api import sync_playwright
 
     rows: dict[str, list[float]] = {}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+    # Chromium's crash-report settings and dconf's go to a folder of the bench's own, not the home folder's
+    with tempfile.TemporaryDirectory(prefix="chromium-") as own, sync_playwright() as p:
+        env = {**os.environ, "XDG_CONFIG_HOME": f"{own}/config", "XDG_CACHE_HOME": f"{own}/cache"}
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS, env=env)
         version = browser.version
         for _ in range(rounds):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})

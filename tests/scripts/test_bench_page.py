@@ -27,9 +27,12 @@ def test_the_pair_is_seeded_and_shaped(bench):
         assert set(qtexts[qid].split()) <= set(texts[first_positive].split())
 
 
-def test_one_round_in_chromium(bench, tmp_path):
+def test_one_round_in_chromium(bench, tmp_path, monkeypatch):
     with chromium():
         pass  # skips (or fails in CI) where the browser is missing
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))  # the browser it starts leaves the home folder as it was
     out = tmp_path / "page.json"
     result = bench.main(["--queries", "40", "--depth", "20", "--docs", "300", "--words", "12", "--rounds", "1",
                          "--json", str(out)])
@@ -38,3 +41,4 @@ def test_one_round_in_chromium(bench, tmp_path):
     assert ms["documents_shown"] == 40  # both columns at the runs' whole depth, 20
     assert all(ms[k] > 0 for k in ("load", "parse", "search", "sort", "open_query", "depth"))
     assert result["page"]["documents_stored"] <= 300 and result["page"]["gzip_bytes"] < result["page"]["bytes"]
+    assert list(home.iterdir()) == []
