@@ -327,8 +327,11 @@ _SAME = ("overrides", "st", "strata_queries")
 def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int, seed: int) -> dict:
     """Finished bench JSONs (name, data), each a part of the (contender, seed) grid run on its own, as one result:
     the rows side by side, the summary and the family made anew from their per-query values. Refused in one line:
-    a piece unfinished or without per-query values, pieces of other settings, test claims or CPU, a (contender,
-    seed) twice, contenders at different seeds (their seed means would be paired across other seeds)."""
+    a piece unfinished or without per-query values, pieces of other settings, test claims or CPU (or one that records
+    only the CPU's maskable model name: machine.py), a (contender, seed) twice, contenders at different seeds (their
+    seed means would be paired across other seeds)."""
+    from retrieval_lab.machine import describe, same_cpu
+
     first_name, first = pieces[0]
     rows: list[dict] = []
     for name, data in pieces:
@@ -340,9 +343,14 @@ def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int
         for key in _SAME:
             if data.get(key) != first.get(key):
                 raise SystemExit(f"{name}: field {key} differs from {first_name}'s: not the same bench")
-        if data["machine"].get("cpu") != first["machine"].get("cpu"):
-            raise SystemExit(f"{name}: run on {data['machine'].get('cpu')!r}, {first_name} on "
-                             f"{first['machine'].get('cpu')!r}: times are compared on one machine type only")
+        same = same_cpu(data["machine"], first["machine"])
+        if same is None:  # a masked model name ("AMD EPYC") is a Zen 3 and a Zen 4 alike: fails closed
+            unrecorded = name if not data["machine"].get("cpu_id") else first_name
+            raise SystemExit(f"{unrecorded}: records its CPU's model name only ({describe(data['machine'])!r}), "
+                             "not its make: it cannot be shown to share the other parts' CPU; run that part again")
+        if not same:
+            raise SystemExit(f"{name}: run on {describe(data['machine'])!r}, {first_name} on "
+                             f"{describe(first['machine'])!r}: times are compared on one machine type only")
         for r in data["rows"]:
             if any((r["contender"], r["seed"]) == (o["contender"], o["seed"]) for o in rows):
                 raise SystemExit(f"{name}: {r['contender']} seed {r['seed']} is in an earlier piece too")

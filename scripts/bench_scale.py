@@ -618,11 +618,11 @@ def machine() -> dict:
     import platform
     from importlib import metadata
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown")
+    from retrieval_lab.machine import cpu
+
     ram_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
                    if line.startswith("MemTotal:")), 0)
-    return {"cpu": cpu, "usable_cores": len(os.sched_getaffinity(0)), "ram_gib": round(ram_kb / 2**20, 1),
+    return {**cpu(), "usable_cores": len(os.sched_getaffinity(0)), "ram_gib": round(ram_kb / 2**20, 1),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "python": platform.python_version(),
             **{p: metadata.version(p) for p in ("numpy", "faiss-cpu", "pytrec-eval-terrier")},
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")}

@@ -8,9 +8,10 @@ import json
 
 from command_runner import run_command
 
-from retrieval_lab.latency import Timing
+from retrieval_lab.latency import LatencyRow, Timing, latency_text, read_summary
 
-MACHINE = {"platform": "Linux", "cpu": "cpu-A", "cpu_count": 2, "python": "3.11.7"}
+MACHINE = {"platform": "Linux", "cpu": "cpu-A", "cpu_id": "GenuineIntel family 6 model 143 stepping 8",
+           "cpu_isa": ["avx2", "amx_bf16"], "cpu_count": 2, "python": "3.11.7"}
 WHEN = "2026-01-01T00:00:00Z"
 
 
@@ -29,7 +30,8 @@ def test_latency_shows_each_run_and_base_to_head(tmp_path, capsys):
     _timing(base, "mine", [1, 2, 3, 4], 0.02, machine={**MACHINE, "cpu": "cpu-B"})
     assert run_command("latency", [str(head)]) == 0
     out = capsys.readouterr().out
-    assert f"| bm25 | 4 | 1 | 2.50 | 3.85 | 3.97 | 200.0 | – | search of one query | cpu-A, 2 CPUs | {WHEN} |" in out
+    assert (f"| bm25 | 4 | 1 | 2.50 | 3.85 | 3.97 | 200.0 | – | search of one query | "
+            f"cpu-A (GenuineIntel family 6 model 143 stepping 8; avx2 amx_bf16), 2 CPUs | {WHEN} |") in out
     assert "| mine | 4 | 1 | 2.50 | 3.85 | 3.97 | 200.0 | 1 of 5 |" in out  # your retriever's failed calls
     assert "base → head" not in out
     assert run_command("latency", [str(head), "bm25", "--base", str(base)]) == 0
@@ -41,6 +43,24 @@ def test_latency_shows_each_run_and_base_to_head(tmp_path, capsys):
     assert run_command("latency", [str(head), "--base", str(base)]) == 0
     assert f"| mine @ {base} | mine @ {head} | 2.50 → 2.50 (+0.00) |" in (out := capsys.readouterr().out)
     assert out.rstrip().endswith("| **no** |")  # two machines: said, not hidden
+
+
+def test_a_masked_cpu_name_is_told_apart_by_its_make_and_unknown_without_it(tmp_path, capsys):
+    # "AMD EPYC" names a Zen 3 without AVX-512 and a Zen 4 with AVX512-BF16 alike (cloud machines mask the model)
+    zen3 = {**MACHINE, "cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 1 stepping 1", "cpu_isa": ["avx2"]}
+    zen4 = {**zen3, "cpu_id": "AuthenticAMD family 25 model 17 stepping 1", "cpu_isa": ["avx2", "avx512_bf16"]}
+    before = {k: v for k, v in zen3.items() if k not in ("cpu_id", "cpu_isa")}  # a timing made before they were kept
+    cases = {"zen4": (zen4, "| **no** |", False), "same": (zen3, "| yes |", True),
+             "unrecorded": (before, "| unknown |", None)}
+    for name, (machine, cell, same) in cases.items():
+        base, head = tmp_path / name / "base", tmp_path / name / "head"
+        _timing(base, "bm25", [1, 2], 0.01, machine=zen3 if name != "unrecorded" else before)
+        _timing(head, "bm25", [1, 2], 0.01, machine=machine)
+        assert run_command("latency", [str(head), "--base", str(base)]) == 0
+        assert capsys.readouterr().out.rstrip().endswith(cell), name
+        rows = [LatencyRow("a", "b", read_summary(base / "bm25.json"), read_summary(head / "bm25.json"))]
+        assert rows[0].to_json()["same_machine"] is same, name
+    assert "AMD EPYC, 2 CPUs" in latency_text(tmp_path / "unrecorded" / "head")  # the name alone, said as recorded
 
 
 def test_latency_refuses_what_it_cannot_show(tmp_path, capsys):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .core.errors import InputError
 from .core.parse import json_loads
+from .machine import cpu, describe, same_cpu
 
 PERCENTILES = (50, 95, 99)
 SUMMARY = ("queries", "concurrency", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "qps")  # numbers of a summary
@@ -38,20 +39,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def machine() -> dict:
-    """Where a timing was measured: enough to tell two machines apart, nothing that identifies a user."""
-    return {"platform": platform.platform(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
-            "python": platform.python_version()}
+    """Where a timing was measured: enough to tell two machines apart (the CPU's make, not only its maskable
+    name: machine.py), nothing that identifies a user."""
+    return {"platform": platform.platform(), **cpu(), "cpu_count": os.cpu_count(), "python": platform.python_version()}
 
 
 @dataclass(frozen=True)
@@ -154,8 +145,11 @@ def difference(baseline: dict, candidate: dict) -> dict:
     return {key: candidate[key] - baseline[key] for key in SUMMARY[2:]}
 
 
-def same_machine(a: dict, b: dict) -> bool:
-    return a.get("machine") == b.get("machine")
+def same_machine(a: dict, b: dict) -> bool | None:
+    """Whether two summaries were measured on one machine; None where either machine record lacks the CPU's
+    make (a timing made before it was kept): a masked model name such as "AMD EPYC" cannot say."""
+    ma, mb = a.get("machine") or {}, b.get("machine") or {}
+    return None if same_cpu(ma, mb) is None else ma == mb
 
 
 @dataclass(frozen=True)
@@ -181,14 +175,15 @@ def markdown_rows(rows: list[LatencyRow], what: str = "baseline → candidate") 
     lines = ["", f"## Latency ({what}; measured when each run was made, not judged)", "",
              ("Per-query wall time in ms and queries per second at each run's concurrency; difference = "
               "candidate - baseline (a positive ms difference: the candidate is slower). Times from two "
-              "machines are marked: they compare machines as much as retrievers."), "",
+              "machines are marked: they compare machines as much as retrievers; unknown: a timing that does not "
+              "record its CPU's make (vendor, family, model, instruction sets), made before it was kept."), "",
              "| baseline | candidate | p50 ms | p95 ms | p99 ms | QPS | concurrency | same machine |",
              "|---|---|---:|---:|---:|---:|---|---|"]
     for r in rows:
         a, b, d = r.baseline_summary, r.candidate_summary, difference(r.baseline_summary, r.candidate_summary)
         cells = [f"{a[k]:.2f} → {b[k]:.2f} ({d[k]:+.2f})" for k in ("p50_ms", "p95_ms", "p99_ms")]
         cells.append(f"{a['qps']:.1f} → {b['qps']:.1f} ({d['qps']:+.1f})")
-        same = "yes" if same_machine(a, b) else "**no**"
+        same = {True: "yes", False: "**no**", None: "unknown"}[same_machine(a, b)]
         lines.append(f"| {r.baseline} | {r.candidate} | {' | '.join(cells)} | {a['concurrency']} → "
                      f"{b['concurrency']} | {same} |")
     return lines
@@ -206,7 +201,7 @@ def table_rows(timings: Mapping[str, Timing]) -> list[str]:
               "machine | measured at |"), "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|"]
     for name, t in timings.items():
         s = t.summary()
-        where = f"{t.machine.get('cpu')}, {t.machine.get('cpu_count')} CPUs"
+        where = f"{describe(t.machine)}, {t.machine.get('cpu_count')} CPUs"
         lines.append(f"| {name} | {s['queries']} | {s['concurrency']} | {s['p50_ms']:.2f} | {s['p95_ms']:.2f} | "
                      f"{s['p99_ms']:.2f} | {s['qps']:.1f} | {_failed(t)} | {s['scope']} | {where} | "
                      f"{t.measured_at} |")

@@ -407,3 +407,8 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
     assert "--json b.json` (st-mnrl seed 42)" in md and "None" not in md
     single = "\n".join(benchmarks.peers_lines(_peers(["ours-hard", "st-mnrl"], [42]), "bench-results"))
     assert "one run on one machine (" in single and "--seeds 42 43 44 --json bench-results/finetune-peers.json`" in single
+    # the CPU's make where the parts recorded it: a masked "AMD EPYC" alone does not say which one it was
+    merged["machine"] = {**merged["machine"], "cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17 stepping 1",
+                         "cpu_isa": ["avx2", "avx512_bf16"]}
+    md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
+    assert "2 runs on one machine type (AMD EPYC (AuthenticAMD family 25 model 17 stepping 1; avx2 avx512_bf16), " in md

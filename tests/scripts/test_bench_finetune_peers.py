@@ -91,10 +91,12 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     assert Path(reused["run"]).read_bytes() == Path(tuned["run"]).read_bytes()
 
     # parts of the grid run apart and merged give what one run gives: the same summary, family and goals
-    def piece(part: list[dict], cpu: str = "CPU", date: str | None = "2026-12-05") -> dict:
+    zen4 = {"cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17 stepping 1", "cpu_isa": ["avx512_bf16"]}
+
+    def piece(part: list[dict], machine: dict = zen4, date: str | None = "2026-12-05") -> dict:
         part = copy.deepcopy(part)
         scored = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), part, 0.95, 200, 5)
-        return {"overrides": TINY, "st": {"lr": 5e-5}, "machine": {"cpu": cpu}, "date": date, "rows": part,
+        return {"overrides": TINY, "st": {"lr": 5e-5}, "machine": machine, "date": date, "rows": part,
                 **scored, "finished": True}
 
     whole = piece(rows[:5])
@@ -106,7 +108,14 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     assert [p["date"] for p in merged["pieces"]] == ["2026-12-05"] * 2  # each part's own date, rendered beside its command
     refusals = {"a.json: ours-hard seed 42 is in an earlier piece too": [piece(rows[:2]), piece(rows[:3])],
                 "a.json: field overrides differs from b.json's": [piece(rows[2:3]), {**piece(rows[:2]), "overrides": []}],
-                "a.json: run on 'other'": [piece(rows[2:3]), piece(rows[:2], "other")],
+                "a.json: run on 'other (": [piece(rows[2:3]), piece(rows[:2], {**zen4, "cpu": "other"})],
+                # one masked name, two CPUs: a Zen 3 without AVX-512 is not the Zen 4 the first part ran on
+                "a.json: run on 'AMD EPYC (AuthenticAMD family 25 model 1 stepping 1; no listed ISA)', b.json on 'AMD EPYC (": [
+                    piece(rows[2:3]), piece(rows[:2], {**zen4, "cpu_id": "AuthenticAMD family 25 model 1 stepping 1",
+                                                       "cpu_isa": []})],
+                # a part that records the name only cannot be shown to share the CPU, on either side of the merge
+                "a.json: records its CPU's model name only ('AMD EPYC')": [piece(rows[2:3]), piece(rows[:2], {"cpu": "AMD EPYC"})],
+                "b.json: records its CPU's model name only": [piece(rows[2:3], {"cpu": "AMD EPYC"}), piece(rows[:2])],
                 "a.json: an interrupted bench": [piece(rows[2:3]), {**piece(rows[:2]), "finished": False}],
                 "a.json: rows without per-query test values": [
                     piece(rows[2:3]), {**piece(rows[:2]), "rows": [{"contender": "ours-hard", "seed": 42}]}],

@@ -32,6 +32,8 @@ from importlib import metadata
 from pathlib import Path
 
 from retrieval_lab.core.parse import json_loads
+from retrieval_lab.machine import cpu
+from retrieval_lab.machine import describe as describe_cpu
 from retrieval_lab.publishing import REPO
 from retrieval_lab.publishing import spread as seed_spread
 
@@ -224,12 +226,10 @@ def _gpu() -> str:
 
 def machine_info() -> dict:
     """What the figures depend on; no torch import (the GPU name comes from nvidia-smi)."""
-    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
-                if line.startswith("model name")), platform.processor() or "unknown")
     mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
                    if line.startswith("MemTotal:")), None)
     return {
-        "cpu": cpu, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
+        **cpu(_read("/proc/cpuinfo")), "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
         "ram_gib": None if mem_kb is None else round(mem_kb / 2**20, 1), "gpu": _gpu(),
         "os": platform.platform(), "python": platform.python_version(), "torch": _version("torch"),
         "numpy": _version("numpy"), "peers": {p: _version(p) for p in PEER_PACKAGES},
@@ -241,7 +241,7 @@ def _describe(machine: dict) -> str:
     ram = "?" if machine.get("ram_gib") is None else f"{machine['ram_gib']:g} GiB"
     omp = machine.get("OMP_NUM_THREADS") or "unset"
     peers = ", ".join(f"{k} {v}" for k, v in machine.get("peers", {}).items())
-    return (f"{machine.get('cpu')}, {machine.get('cores')} cores ({machine.get('usable_cores')} usable), "
+    return (f"{describe_cpu(machine)}, {machine.get('cores')} cores ({machine.get('usable_cores')} usable), "
             f"RAM {ram}, GPU: {machine.get('gpu')}; {machine.get('os')}; Python {machine.get('python')}, "
             f"torch {machine.get('torch')}, numpy {machine.get('numpy')}; OMP_NUM_THREADS={omp}; peers: {peers}")
 
@@ -600,7 +600,7 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> 
     strata = peers.get("strata", {})
     pieces = peers.get("pieces")
     where = f"{len(pieces)} runs on one machine type" if pieces else "one run on one machine"
-    lines = [(f"`scripts/bench_finetune_peers.py`, {where} ({peers['machine'].get('cpu')}, "
+    lines = [(f"`scripts/bench_finetune_peers.py`, {where} ({describe_cpu(peers['machine'])}, "
               f"{peers['machine'].get('usable_cores')} usable cores), seeds {', '.join(map(str, seeds))}: every "
               "contender trains on the pipeline's 688 training claims with `mine@hard`'s negatives, keeps its best "
               "validation on the same validator as the `train` stage (the untrained model a candidate), and is "
