@@ -395,7 +395,9 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
         {"file": "b.json", "date": "2026-12-06", "args": ["--seeds", "42", "--only", "st-mnrl", "--json=/tmp/y.json"],
          "wall_seconds": 10.0, "rows": [["st-mnrl", 42]]}]
     md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
-    assert "`scripts/bench_finetune_peers.py`, 2 runs on one machine type (" in md and "one run on one" not in md
+    assert "`scripts/bench_finetune_peers.py`, 2 runs on one machine type (Test CPU 3000, " in md
+    assert ("4 usable cores; one type by the CPU's model name only, which cloud machines mask: the parts predate the "
+            "record of its make), seeds 42") in md and "one run on one" not in md
     script = "OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py"
     assert (f"the grid was run in 2 parts, each timing only its own runs: `{script} --seeds 42 --only ours-hard "
             f"--json a.json` on 2026-12-05 (ours-hard seed 42); `{script} --seeds 42 --only st-mnrl --json b.json` "
@@ -412,3 +414,4 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
                          "cpu_isa": ["avx2", "avx512_bf16"]}
     md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
     assert "2 runs on one machine type (AMD EPYC (AuthenticAMD family 25 model 17 stepping 1; avx2 avx512_bf16), " in md
+    assert "model name only" not in md

@@ -600,8 +600,10 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> 
     strata = peers.get("strata", {})
     pieces = peers.get("pieces")
     where = f"{len(pieces)} runs on one machine type" if pieces else "one run on one machine"
+    masked = ("; one type by the CPU's model name only, which cloud machines mask: the parts predate the record of "
+              "its make" if pieces and not peers["machine"].get("cpu_id") else "")
     lines = [(f"`scripts/bench_finetune_peers.py`, {where} ({describe_cpu(peers['machine'])}, "
-              f"{peers['machine'].get('usable_cores')} usable cores), seeds {', '.join(map(str, seeds))}: every "
+              f"{peers['machine'].get('usable_cores')} usable cores{masked}), seeds {', '.join(map(str, seeds))}: every "
               "contender trains on the pipeline's 688 training claims with `mine@hard`'s negatives, keeps its best "
               "validation on the same validator as the `train` stage (the untrained model a candidate), and is "
               "encoded as the stage encodes; the test qrels are read once, after all of them. Params: "
