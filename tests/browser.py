@@ -30,16 +30,25 @@ def _unavailable(why: str):
     pytest.skip(why)
 
 
-@contextmanager
-def chromium():
-    """A launched headless Chromium (playwright's Browser)."""
+def require() -> str:
+    """The Chromium to launch, with playwright importable; else the test skips (fails in CI). For a test that
+    launches the browser in a process of its own, where a skip would read as that process's failure."""
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright.sync_api  # noqa: F401
     except ImportError:
         _unavailable("playwright is not installed (pip install -e '.[dev]')")
     executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
     if executable is None:
         _unavailable(f"no Chromium at {CHROMIUM} (apt-get install -y chromium)")
+    return executable
+
+
+@contextmanager
+def chromium():
+    """A launched headless Chromium (playwright's Browser)."""
+    executable = require()
+    from playwright.sync_api import sync_playwright
+
     # Chromium keeps its crash reports under $XDG_CONFIG_HOME and dconf its settings under $XDG_CACHE_HOME (both in
     # the home folder by default): a folder of the test's own instead, removed with the browser
     with tempfile.TemporaryDirectory(prefix="chromium-") as own, sync_playwright() as p:

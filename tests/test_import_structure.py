@@ -18,7 +18,7 @@ LAYERS = [
     ("core",),
     ("pipeline_names", "runs", "report_files", "metrics", "stats", "tokenizer", "diagnosis", "encoder", "runtimes", "model_files", "retrievers",
      "fusion", "losses", "negatives", "distributed", "generate", "prepare", "judgment_pool", "inspection",
-     "reproducibility", "mining", "pr_comment", "latency", "exit_codes"),
+     "reproducibility", "mining", "pr_comment", "latency", "machine", "exit_codes"),
     ("evaluation", "comparison", "training", "experiments_table", "reporting", "page", "judging"),
     ("commands",),
     ("cli", "publishing"),  # publishing renders committed results through the CLI's commands

@@ -515,7 +515,8 @@ def test_latency_is_reported_only_from_a_timing_root_and_says_where_it_was_found
         (copy / "timings").mkdir(exist_ok=True)
         for name, ms in timings.items():
             t = Timing(name, "search of one query", 1, {f"q{i}": v / 1000 for i, v in enumerate(ms)}, 0.04,
-                       {"cpu": "cpu-A", "cpu_count": 2}, "2026-01-01T00:00:00Z")
+                       {"cpu": "cpu-A", "cpu_id": "GenuineIntel family 6 model 143 stepping 8", "cpu_isa": ["avx2"],
+                        "cpu_count": 2}, "2026-01-01T00:00:00Z")
             (copy / "timings" / f"{name}.json").write_text(json.dumps(t.to_json()))
         sh(["git", "add", "timings"], copy)
         sh(["git", "commit", "-qm", "timings"], copy)
