@@ -163,10 +163,12 @@ def test_gradient_clipping_changes_training_and_the_fingerprint(toy):
     assert runs[None][0]["train"]["max_grad_norm"] is None and runs[1e-9][0]["train"]["max_grad_norm"] == 1e-9
 
 
-def test_cpu_bf16_autocast_is_asked_for_and_changes_the_training_only_by_rounding(toy):
+def test_cpu_bf16_autocast_is_asked_for_and_changes_the_training_only_by_rounding(toy, monkeypatch):
     # train.bf16 runs the forward pass under bf16 autocast on CPU: bf16 keeps 8 bits of mantissa, so the
     # first loss moves by rounding only (|d| < 1e-2 on a loss near log(batch)), while the weights after two
     # steps differ from fp32's and the fingerprint tells the runs apart (a resume cannot mix them).
+    # Any CPU: the tiny model's bf16 is cheap even emulated (where train.bf16 is refused: test_bf16_support.py).
+    monkeypatch.setattr("retrieval_lab.encoder.native_bf16", lambda: True)
     _, _, data = toy
     runs = {}
     for bf16 in (False, True):

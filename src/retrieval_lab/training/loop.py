@@ -16,6 +16,7 @@ import torch
 
 from ..core.errors import InputError
 from ..core.params import TrainParams
+from ..encoder import require_native_bf16
 from ..distributed import (
     SINGLE_PROCESS,
     Distributed,
@@ -88,6 +89,8 @@ class _Progress:
 def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions) -> TrainResult:
     """Train ``encoder`` in place: seed, build optimizer and schedule, maybe resume, loop, return the history."""
     params = spec.train
+    if params.bf16:
+        require_native_bf16(encoder.device, "train.bf16")
     if spec.query_side != (data.doc_matrix is not None):
         raise ValueError(f"variant {spec.name!r} trains {'the query side' if spec.query_side else 'both sides'} "
                          f"but the data {'lacks' if spec.query_side else 'holds'} frozen documents "

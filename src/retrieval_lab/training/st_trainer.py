@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from ..core.errors import InputError
+from ..encoder import require_native_bf16
 from .checkpoint import FORMAT, load_checkpoint, save_checkpoint
 from .data import TrainingData
 from .loop import (
@@ -137,6 +138,8 @@ def fine_tune(encoder, data: TrainingData, spec: TrainSpec, options: LoopOptions
     params = spec.train
     refuse_unsupported(spec)
     refuse_processes(options.dist_info.world)
+    if params.bf16:
+        require_native_bf16(encoder.device, "train.bf16")
     columns = training_rows(data)
     rows = len(columns["anchor"])
     if rows == 0:
