@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 import torch
 
+from retrieval_lab import encoder as encoder_module
 from retrieval_lab import generate as gen
 from retrieval_lab.core.data import load_dataset
-from retrieval_lab.core.params import GenerateParams, MineParams, Params, PrepareParams
-from retrieval_lab import encoder as encoder_module
 from retrieval_lab.core.errors import InputError
+from retrieval_lab.core.params import GenerateParams, MineParams, Params, PrepareParams
 from retrieval_lab.encoder import load
 from retrieval_lab.mining import mine
 from retrieval_lab.prepare import prepare

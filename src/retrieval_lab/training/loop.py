@@ -16,7 +16,6 @@ import torch
 
 from ..core.errors import InputError
 from ..core.params import TrainParams
-from ..encoder import require_native_bf16
 from ..distributed import (
     SINGLE_PROCESS,
     Distributed,
@@ -26,6 +25,7 @@ from ..distributed import (
     gather,
     shard,
 )
+from ..encoder import require_native_bf16
 from .batching import Batch, batches_per_epoch, epoch_batches, make_batch
 from .checkpoint import FORMAT, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .data import TrainingData
