@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from retrieval_lab.machine import cpu, describe, same_cpu
 
-ZEN3 = """processor\t: 0
-vendor_id\t: AuthenticAMD
-cpu family\t: 25
-model\t\t: 1
-model name\t: AMD EPYC
-stepping\t: 1
-flags\t\t: fpu sse2 avx fma avx2 sha_ni vaes
-
-processor\t: 1
-vendor_id\t: AuthenticAMD
+ONE_CORE = """vendor_id\t: AuthenticAMD
 cpu family\t: 25
 model\t\t: 1
 model name\t: AMD EPYC
 stepping\t: 1
 flags\t\t: fpu sse2 avx fma avx2 sha_ni vaes
 """
+ZEN3 = "processor\t: 0\n" + ONE_CORE + "\nprocessor\t: 1\n" + ONE_CORE  # two processors: the first is read
 ZEN4 = ZEN3.replace("model\t\t: 1", "model\t\t: 17").replace("avx2 ", "avx2 avx512f avx512_vnni avx512_bf16 ")
 GRAVITON = """processor\t: 0
 BogoMIPS\t: 243.75

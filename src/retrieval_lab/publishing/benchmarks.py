@@ -229,7 +229,7 @@ def machine_info() -> dict:
     mem_kb = next((int(line.split()[1]) for line in _read("/proc/meminfo").splitlines()
                    if line.startswith("MemTotal:")), None)
     return {
-        **cpu(_read("/proc/cpuinfo")), "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
+        **cpu(), "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
         "ram_gib": None if mem_kb is None else round(mem_kb / 2**20, 1), "gpu": _gpu(),
         "os": platform.platform(), "python": platform.python_version(), "torch": _version("torch"),
         "numpy": _version("numpy"), "peers": {p: _version(p) for p in PEER_PACKAGES},
