@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from beir_fixtures import REPO, SCIFACT
+from beir_fixtures import REPO, SCIFACT, scifact_encode_skip_reason
 from pipeline_fixtures import (
     Background,
     build_pipeline,
@@ -54,6 +54,12 @@ def _runs_the_pipeline_tests(config: pytest.Config) -> bool:
     return all(Path(arg).resolve() in holders for arg in config.args)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--scifact-fp32", action="store_true",
+                     help="run SciFact's corpus encode (tests/test_scifact.py) on a CPU without native bf16 too: "
+                          "about 9 minutes of CPU in fp32")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The whole suite starts its first pipeline run before collection (about 15 s of one core, the other idle
     meanwhile); :func:`_pipeline_runs` takes it over. Any other selection starts it after collection, if wanted."""
@@ -67,14 +73,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     stop_all()
 
 
+# Tests whose model work runs on torch's threads, every core: while the first clean run holds one core they get
+# the other only, so they go after the one-thread tests, by when that run is done.
+THREADED_TESTS = ("tests/training/", "tests/runtimes/", "tests/test_encoder.py", "tests/commands/test_encode.py",
+                  "tests/scripts/test_check_gpu.py", "tests/scripts/test_bench_finetune_peers.py",
+                  "tests/scripts/test_bench_encode.py")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that wait for a pipeline run go last (in their order), so every other test overlaps the runs.
 
-    Those waiting for the second run go after those needing only the first, which is ready sooner.
+    Those waiting for the second run go after those needing only the first, which is ready sooner. Before them
+    all, the :data:`THREADED_TESTS`.
     """
     def rank(item: pytest.Item) -> int:
         names = set(getattr(item, "fixturenames", ()))
-        return 2 if names & {"second_pipeline_run", "scifact_base_encoding"} else 1 if "built_pipeline" in names else 0
+        if names & {"second_pipeline_run", "scifact_base_encoding"}:
+            return 3
+        if "built_pipeline" in names:
+            return 2
+        return 1 if item.nodeid.startswith(THREADED_TESTS) else 0
 
     items.sort(key=rank)  # stable: the order within each group is kept
 
@@ -90,12 +108,13 @@ def _pipeline_runs(request, tmp_path_factory) -> dict[str, Background]:
               if name in PIPELINE_RUNS}
     runs = {}
     early = _STARTED_BEFORE_COLLECTION.pop("built_pipeline", None)  # unwanted: pytest_sessionfinish stops it
-    if wanted:
+    if "built_pipeline" in wanted:  # the second run and SciFact's encode run apart from it
         runs["built_pipeline"] = early or Background(build_pipeline, tmp_path_factory.mktemp("pipeline") / "repo")
     if "second_pipeline_run" in wanted:
         second = clone_working_tree(tmp_path_factory.mktemp("second") / "repo")
         runs["second_pipeline_run"] = Background(second_run_killed_and_recovered, second, stage_graph(second))
-    if "scifact_base_encoding" in wanted and (SCIFACT / "corpus.jsonl").exists():
+    if ("scifact_base_encoding" in wanted and (SCIFACT / "corpus.jsonl").exists()
+            and scifact_encode_skip_reason(request.config.getoption("scifact_fp32")) is None):
         runs["scifact_base_encoding"] = Background(encode_in_background, SCIFACT,
                                                    tmp_path_factory.mktemp("scifact") / "emb")
     yield runs
@@ -120,9 +139,13 @@ def second_pipeline_run(_pipeline_runs):
 
 
 @pytest.fixture(scope="session")
-def scifact_base_encoding(scifact_dir, _pipeline_runs):
+def scifact_base_encoding(scifact_dir, _pipeline_runs, request):
     """The ``encode`` command's embeddings folder of SciFact with the base model (a ``Path``), made in the
-    background (``pipeline_fixtures.encode_in_background``)."""
+    background (``pipeline_fixtures.encode_in_background``); skipped, saying why, where the suite cannot afford it
+    (``beir_fixtures.scifact_encode_skip_reason``)."""
+    reason = scifact_encode_skip_reason(request.config.getoption("scifact_fp32"))
+    if reason:
+        pytest.skip(reason)
     return _pipeline_runs["scifact_base_encoding"].result()
 
 

@@ -9,7 +9,9 @@ CPU, the suite's largest job) starts in the background before the first test, at
 priority, as the sharded encode (``dense.shards``: one one-thread Dask worker per core, the product's
 own path past one process; bf16 on AMD Zen 4: 0.6457 either way), so it ends last and leaves no core
 idle (``conftest.py``, ``pipeline_fixtures.py``). Nothing is cached outside the
-test's temporary folder. Skipped, with the reason, only when ../shared is absent.
+test's temporary folder. Skipped, with the reason, when ../shared is absent, and on a CPU without native
+bf16 unless asked (``--scifact-fp32``): there, in fp32, the encode alone is a third of the suite's CPU and takes
+it past 10 minutes (``beir_fixtures.scifact_encode_skip_reason``).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
+from beir_fixtures import scifact_encode_skip_reason
 from command_runner import run_command
 
+import retrieval_lab.encoder
 from retrieval_lab.core.data import load_dataset
 from retrieval_lab.metrics import measure_run
 from retrieval_lab.runs import read_run
@@ -39,3 +44,14 @@ def test_base_dense_model_matches_mteb(scifact_dir, scifact_base_encoding, tmp_p
     assert abs(means["nDCG@10"] - 0.645) <= 0.005, means
     assert abs(means["AP@10"] - 0.596) <= 0.005, means
     assert abs(means["R@100"] - 0.925) <= 0.01, means
+
+
+@pytest.mark.parametrize(("native", "cuda", "asked", "runs"), [
+    (True, False, False, True), (False, True, False, True), (False, False, True, True), (False, False, False, False)])
+def test_the_encode_is_left_out_only_where_the_cpu_computes_in_fp32_alone_and_nobody_asked(monkeypatch, native, cuda,
+                                                                                           asked, runs):
+    monkeypatch.setattr(retrieval_lab.encoder, "native_bf16", lambda: native)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    reason = scifact_encode_skip_reason(asked)
+    assert (reason is None) == runs
+    assert runs or ("no native bf16" in reason and "--scifact-fp32" in reason)
