@@ -17,10 +17,12 @@ it past 10 minutes (``beir_fixtures.scifact_encode_skip_reason``).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
-from beir_fixtures import scifact_encode_skip_reason
+from beir_fixtures import REPO, scifact_encode_skip_reason
 from command_runner import run_command
 
 import retrieval_lab.encoder
@@ -55,3 +57,12 @@ def test_the_encode_is_left_out_only_where_the_cpu_computes_in_fp32_alone_and_no
     reason = scifact_encode_skip_reason(asked)
     assert (reason is None) == runs
     assert runs or ("no native bf16" in reason and "--scifact-fp32" in reason)
+
+
+def test_pytest_takes_the_option_the_skip_and_docs_index_name():
+    # --collect-only starts no background job: this costs a collection, not the encode
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--collect-only",
+                           "--scifact-fp32", "tests/test_scifact.py"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0 and "test_base_dense_model_matches_mteb" in done.stdout, done.stdout + done.stderr
+    assert "option `--scifact-fp32`" in (REPO / "docs" / "index.md").read_text()
