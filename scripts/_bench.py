@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 SCIFACT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "scifact"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def _status_mb(key: str) -> float:
@@ -72,6 +76,20 @@ def compete(contenders: list, args: tuple, rounds: int, cpu: int | None = None) 
             if i not in best or row["seconds"] < best[i]["seconds"]:
                 best[i] = row
     return [{**best[i], "rounds": times[i]} for i in range(len(contenders))]
+
+
+@contextmanager
+def chromium(playwright, executable: str):
+    """The system's Chromium, headless, launched by ``playwright`` (a started ``sync_playwright()``) and closed
+    on exit. Chromium keeps its crash reports under $XDG_CONFIG_HOME and dconf its settings under
+    $XDG_CACHE_HOME, both in the home folder by default: here a folder of its own, removed with the browser."""
+    with tempfile.TemporaryDirectory(prefix="chromium-") as own:
+        env = {**os.environ, "XDG_CONFIG_HOME": f"{own}/config", "XDG_CACHE_HOME": f"{own}/cache"}
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, env=env)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def markdown(rows: list[dict], columns: list[str]) -> str:

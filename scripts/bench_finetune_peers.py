@@ -26,7 +26,9 @@ them apart, in the held-out folder): it writes a run of every query at depth 100
 and R@100 on all / seen / unseen claims (mean and sample sd over the seeds), paired comparisons
 (the seed-mean of each query) of each sentence-transformers contender against each of ours, one
 family with simultaneous intervals (:func:`retrieval_lab.comparison.compare_family`), wall time
-(training, validations and the final encode) and the process's peak RSS.
+(training, validations and the final encode) and the process's peak RSS. Ours runs as the stage runs, with
+glibc keeping freed memory for reuse (`retrieval_lab.core.memory`, which every command sets); the peers on
+glibc's defaults, as sentence-transformers runs (parts made before ours did so do not merge with later ones).
 
     OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py --dataset data/prepared/scifact \\
         --negatives data/mined/scifact/hard/negatives.jsonl --base-embeddings data/embeddings/dense/scifact \\
@@ -104,12 +106,16 @@ def _write_run(encoder_or_embeddings, path: Path) -> None:
 
 
 def ours(args: dict, name: str, seed: int) -> dict:
+    from retrieval_lab.core.memory import keep_freed_memory
     from retrieval_lab.encoder import load_embeddings
     from retrieval_lab.training import run_training
 
     params = _params(args, seed, _st_backend(args) if name == "st-backend" else [])
     out = Path(args["workdir"]) / f"{name}-s{seed}"
     variant = "hard" if name == "st-backend" else name.removeprefix("ours-")
+    # as the train stage runs: every command has glibc keep freed memory for reuse (cli.main); the peers run as
+    # sentence-transformers runs, on glibc's defaults (each contender is a fresh process)
+    keep_freed_memory()
     base = _bench.reset_peak()
     started = time.perf_counter()
     result = run_training(params, args["dataset"], args["negatives"], variant, out / "model", out / "embeddings",
@@ -321,7 +327,7 @@ def summarise(rows: list[dict], strata: dict[str, list[str]], family_level: floa
 
 
 # the settings every merged piece must share: else its rows are not the same bench
-_SAME = ("overrides", "st", "strata_queries")
+_SAME = ("overrides", "st", "strata_queries", "ours_keeps_freed_memory")
 
 
 def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int, seed: int) -> dict:
@@ -361,7 +367,7 @@ def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int
         raise SystemExit(f"an incomplete grid: {listed}; merge when every contender has run at the same seeds")
     order = {name: i for i, name in enumerate(CONTENDERS)}
     rows.sort(key=lambda r: (r["seed"], order.get(r["contender"], len(order))))
-    head = {k: first[k] for k in ("overrides", "st", "machine")}
+    head = {k: first.get(k) for k in ("overrides", "st", "machine", "ours_keeps_freed_memory")}
     return {**head, "seeds": sorted({r["seed"] for r in rows}), "rows": rows,
             **summarise(rows, first["strata_queries"], family_level, permutations, seed),
             "pieces": [{"file": name, "date": data.get("date"), "args": data.get("args"),
@@ -439,6 +445,7 @@ def main(argv: list[str] | None = None) -> dict:
             "st_batch": ns.st_batch, "st_lr": ns.st_lr, "tuned_lrs": ns.tuned_lrs}
     head = {"overrides": overrides, "seeds": ns.seeds, "st": {"batch": ns.st_batch, "lr": ns.st_lr,
             "epochs": ns.st_epochs, "tuned_lrs": ns.tuned_lrs, "cmnrl": CMNRL}, "machine": machine_info(),
+            "ours_keeps_freed_memory": True,
             "args": list(argv if argv is not None else sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d", time.gmtime())}
     rows: list[dict] = []

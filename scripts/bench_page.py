@@ -47,8 +47,6 @@ from retrieval_lab.tokenizer import Tokenizer
 
 MEASURES = ["nDCG@10", "RR@10", "R@100", "AP@100"]
 VOCABULARY = 20_000
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 _SYLLABLES = [c + v for c in "bcdfghjklmnprstvz" for v in "aeiou"]
 
 
@@ -119,10 +117,7 @@ def browse(path: Path, rounds: int, word: str, depth: int) -> dict:
     from playwright.sync_api import sync_playwright
 
     rows: dict[str, list[float]] = {}
-    # Chromium's crash-report settings and dconf's go to a folder of the bench's own, not the home folder's
-    with tempfile.TemporaryDirectory(prefix="chromium-") as own, sync_playwright() as p:
-        env = {**os.environ, "XDG_CONFIG_HOME": f"{own}/config", "XDG_CACHE_HOME": f"{own}/cache"}
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS, env=env)
+    with sync_playwright() as p, _bench.chromium(p, "/usr/bin/chromium") as browser:
         version = browser.version
         for _ in range(rounds):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -140,7 +135,6 @@ def browse(path: Path, rounds: int, word: str, depth: int) -> dict:
             for key, value in found.items():
                 rows.setdefault(key, []).append(value)
             page.close()
-        browser.close()
     out = {key: statistics.median(values) for key, values in rows.items()}
     out["rounds_ms"] = {key: [round(v, 1) for v in values] for key, values in rows.items()}
     out["load_over_parse"] = out["load"] / out["parse"]

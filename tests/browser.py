@@ -7,9 +7,9 @@ service and in ``.ci/run``), where they fail: a browser test must never pass by 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +18,6 @@ import pytest
 from beir_fixtures import REPO
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 TIMEOUT_MS = 60_000  # a page takes well under a second; the suite's machine may be busy with pipelines
 ARTIFACTS = REPO / ".pytest-artifacts"  # gitignored: screenshots kept as test artifacts
 
@@ -49,15 +47,13 @@ def chromium():
     executable = require()
     from playwright.sync_api import sync_playwright
 
-    # Chromium keeps its crash reports under $XDG_CONFIG_HOME and dconf its settings under $XDG_CACHE_HOME (both in
-    # the home folder by default): a folder of the test's own instead, removed with the browser
-    with tempfile.TemporaryDirectory(prefix="chromium-") as own, sync_playwright() as p:
-        env = {**os.environ, "XDG_CONFIG_HOME": f"{own}/config", "XDG_CACHE_HOME": f"{own}/cache"}
-        browser = p.chromium.launch(executable_path=executable, args=ARGS, env=env)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    # the benches' launcher (scripts/_bench.py, standard library only): one set of flags and one own folder
+    # for Chromium's files, for the tests and scripts/bench_page.py alike
+    spec = importlib.util.spec_from_file_location("_bench", REPO / "scripts" / "_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    with sync_playwright() as p, bench.chromium(p, executable) as browser:
+        yield browser
 
 
 @dataclass

@@ -77,7 +77,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 # the other only, so they go after the one-thread tests, by when that run is done.
 THREADED_TESTS = ("tests/training/", "tests/runtimes/", "tests/test_encoder.py", "tests/commands/test_encode.py",
                   "tests/scripts/test_check_gpu.py", "tests/scripts/test_bench_finetune_peers.py",
-                  "tests/scripts/test_bench_encode.py")
+                  "tests/scripts/test_bench_encode.py", "tests/scripts/test_bench_train_levers.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -407,7 +407,12 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
     merged["pieces"][1]["date"] = None  # a part from before parts recorded their date: no "on None"
     md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
     assert "--json b.json` (st-mnrl seed 42)" in md and "None" not in md
-    single = "\n".join(benchmarks.peers_lines(_peers(["ours-hard", "st-mnrl"], [42]), "bench-results"))
+    # how ours was timed: parts from before the bench ran ours with every command's allocator setting say so
+    assert "Ours ran on glibc's defaults, as the peers did: made before the bench ran ours" in md
+    single = "\n".join(benchmarks.peers_lines({**_peers(["ours-hard", "st-mnrl"], [42]),
+                                                "ours_keeps_freed_memory": True}, "bench-results"))
+    assert ("Ours runs as the stage runs, with glibc keeping freed memory for reuse (every command's setting, "
+            "`core/memory.py`); the peers on glibc's defaults, as sentence-transformers runs.") in single
     assert "one run on one machine (" in single and "--seeds 42 43 44 --json bench-results/finetune-peers.json`" in single
     # the CPU's make where the parts recorded it: a masked "AMD EPYC" alone does not say which one it was
     merged["machine"] = {**merged["machine"], "cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17 stepping 1",

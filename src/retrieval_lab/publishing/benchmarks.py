@@ -589,6 +589,14 @@ def _pieces_text(pieces: list[dict], results_dir: str) -> str:
             f"every figure and interval made anew from the parts' per-query test values: {merge}.")
 
 
+def _allocator_text(peers: dict) -> str:
+    if peers.get("ours_keeps_freed_memory"):
+        return ("Ours runs as the stage runs, with glibc keeping freed memory for reuse (every command's setting, "
+                "`core/memory.py`); the peers on glibc's defaults, as sentence-transformers runs.")
+    return ("Ours ran on glibc's defaults, as the peers did: made before the bench ran ours with the setting every "
+            "command has (freed memory kept for reuse, `core/memory.py`).")
+
+
 def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> list[str]:
     """The peers bench: each contender's test figures over its seeds, time and memory, the paired family."""
     from retrieval_lab.comparison import Family, interval_text
@@ -606,7 +614,8 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> 
               f"{peers['machine'].get('usable_cores')} usable cores{masked}), seeds {', '.join(map(str, seeds))}: every "
               "contender trains on the pipeline's 688 training claims with `mine@hard`'s negatives, keeps its best "
               "validation on the same validator as the `train` stage (the untrained model a candidate), and is "
-              "encoded as the stage encodes; the test qrels are read once, after all of them. Params: "
+              "encoded as the stage encodes; the test qrels are read once, after all of them. "
+              + _allocator_text(peers) + " Params: "
               f"`{' '.join(peers['overrides'])}`; sentence-transformers' defaults: batch {peers['st']['batch']}, "
               f"lr {peers['st']['lr']:g}, {peers['st']['epochs']} epochs; tuned: lr in "
               f"{', '.join(f'{x:g}' for x in peers['st']['tuned_lrs'])}. Reproduce: "
