@@ -1,7 +1,8 @@
 """Encode SciFact documents (the first --limit, title + " " + text): our encoder vs sentence-transformers.
 
 Same verified model folder, texts, batch size and max length (256, the model's
-sentence-transformers setting). Each contender runs in a fresh process per round after
+sentence-transformers setting). Ours runs as the ``encode`` command does, with glibc keeping freed memory for
+reuse (``core/memory.py``; ``--glibc-defaults``: not), the peers on glibc's defaults. Each contender runs in a fresh process per round after
 a one-batch warm-up; docs/s from its fastest round, memory its process's peak RSS
 (base: RSS before the timed encode). Goal: ours >= 1.0x sentence-transformers' docs/s.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -37,6 +39,7 @@ LOCK = Path(__file__).resolve().parents[1] / "models" / "base.lock.json"
 MAX_LENGTH = 256
 OUT = Path(tempfile.gettempdir()) / "bench_encode"  # embeddings, to check both agree
 PEER_SCRIPT = Path(__file__).with_name("_st_backends.py")
+GLIBC_DEFAULTS = "BENCH_GLIBC_DEFAULTS"  # set by --glibc-defaults, read in each contender's fresh process
 PEER_VARIANTS = ("st-onnx", "st-onnx-o3", "st-onnx-int8", "st-openvino", "st-openvino-int8")
 CALIBRATION = 300  # static int8's calibration texts: a seeded sample of the corpus (no labels), OVQuantizer's default count
 NDCG_BOUND = 0.002  # the race's quality bound: |nDCG@10 - ours fp32's| on SciFact test
@@ -62,8 +65,11 @@ def _finish(name: str, encode, texts: list[str], batch_size: int) -> dict:
 
 
 def _ours_encode(device: str, batch_size: int, bf16: bool, runtime: str = "torch"):
+    from retrieval_lab.core.memory import keep_freed_memory
     from retrieval_lab.encoder import load
 
+    if not os.environ.get(GLIBC_DEFAULTS):  # as the `encode` command runs (cli.main); the peers on glibc's defaults
+        keep_freed_memory()
     encoder = load(LOCK, device)
     return lambda texts: encoder.encode(texts, batch_size, MAX_LENGTH, bf16, runtime)
 
@@ -234,6 +240,8 @@ def main() -> None:
     parser.add_argument("--leave-out", nargs="+", default=[], choices=[n for n in CONTENDERS if "openvino" in n],
                         help="runtime contenders not raced (a precision already measured slower)")
     parser.add_argument("--score", action="store_true", help="also SciFact test nDCG@10 of each contender")
+    parser.add_argument("--glibc-defaults", action="store_true",
+                        help="ours on glibc's malloc defaults too (the encode command keeps freed memory for reuse)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     from retrieval_lab.core.params import DenseParams
@@ -242,6 +250,8 @@ def main() -> None:
     DenseParams(batch_size=args.batch_size, device=args.device)  # checked as params.yaml's would be
     if args.peer_python and args.device != "cpu":
         parser.error("--peer-python races sentence-transformers' CPU backends: it needs --device cpu")
+    if args.glibc_defaults:
+        os.environ[GLIBC_DEFAULTS] = "1"  # the contenders' processes start with this environment
     contenders = [ours, sentence_transformers] + ([ours_bf16, sentence_transformers_bf16] if args.bf16 else [])
     for runtime in args.runtime:  # ours-openvino, ours-openvino-int8 (and their -bf16 with --bf16)
         name = "ours-" + runtime.replace("_", "-")
@@ -263,7 +273,8 @@ def main() -> None:
     print(f"\n{args.limit} docs, batch {args.batch_size}, device {args.device}; max |ours - st| = {diff:.1e}; "
           f"ours / st docs/s = {ratio:.2f}x (goal >= 1.0x): {'met' if ratio >= 1.0 else 'NOT met'}")
     result = {"rows": rows, "ours_over_st": ratio, "max_abs_diff": diff, "goal": 1.0, "limit": args.limit,
-              "batch_size": args.batch_size, "device": args.device, "machine": machine_info()}
+              "batch_size": args.batch_size, "device": args.device, "ours_keeps_freed_memory": not args.glibc_defaults,
+              "machine": machine_info()}
     if args.bf16 or prepared or args.runtime:
         race = _race(rows, args)
         result["race"] = race

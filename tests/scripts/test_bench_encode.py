@@ -83,3 +83,20 @@ def test_without_scores_the_race_is_speed_only_and_not_judged(bench, scored):
     race = bench._race(scored, args)
     assert (race["ours"], race["peer"], race["judged"]) == ("ours-bf16", "st-onnx-int8", False)
     assert race["ratio"] == pytest.approx(36 / 48) and "met" not in race
+
+
+def test_ours_encodes_as_the_command_does_unless_asked_for_glibcs_defaults(bench, monkeypatch):
+    """The encode command keeps freed memory for reuse (cli.main); ours in the race does too, and its embeddings
+    do not depend on it. ``--glibc-defaults`` (an environment variable the contenders' processes inherit) leaves
+    glibc as the peers run it."""
+    from retrieval_lab.core import memory
+
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.delenv(bench.GLIBC_DEFAULTS, raising=False)
+    kept = bench._ours_encode("cpu", 2, False)(TEXTS)
+    assert calls == [1]
+    monkeypatch.setenv(bench.GLIBC_DEFAULTS, "1")
+    defaults = bench._ours_encode("cpu", 2, False)(TEXTS)
+    assert calls == [1]
+    np.testing.assert_array_equal(kept, defaults)
