@@ -1,10 +1,10 @@
 """Encode SciFact documents (the first --limit, title + " " + text): our encoder vs sentence-transformers.
 
 Same verified model folder, texts, batch size and max length (256, the model's
-sentence-transformers setting). Ours runs as the ``encode`` command does, with glibc keeping freed memory for
-reuse (``core/memory.py``; ``--glibc-defaults``: not), the peers on glibc's defaults. Each contender runs in a fresh process per round after
-a one-batch warm-up; docs/s from its fastest round, memory its process's peak RSS
-(base: RSS before the timed encode). Goal: ours >= 1.0x sentence-transformers' docs/s.
+sentence-transformers setting). Ours runs as the ``encode`` command does, with glibc keeping
+freed memory for reuse (``core/memory.py``; with ``--glibc-defaults`` it does not), the peers on
+glibc's defaults. Each contender runs in a fresh process per round after a one-batch warm-up;
+docs/s from its fastest round, memory its process's peak RSS (base: RSS before the timed encode). Goal: ours >= 1.0x sentence-transformers' docs/s.
 
 The race on CPU (``--bf16``) adds each side's fastest path: ours under bf16 autocast
 (``dense.bf16``) against sentence-transformers with its weights in bf16

@@ -124,7 +124,6 @@ def run(data_dir: str, levers: list[str], rounds: int, max_length: int, seed: in
 
     # as the train stage runs (every command keeps freed memory, cli.main), unless asked to measure that too
     kept = False if glibc_defaults else keep_freed_memory()
-
     data = _data(data_dir, ROUND * (rounds + 1), seed)
     load_before = os.getloadavg()
     started = time.perf_counter()
@@ -155,8 +154,8 @@ def main() -> None:
     args = parser.parse_args()
     result = run(args.data, args.levers, args.rounds, args.max_length, args.seed, args.glibc_defaults)
     print(_bench.markdown(result["rows"], ["lever", "seconds_per_32", "x_fp32", "warm_up_seconds", "rounds"]))
-    print(f"freed memory kept for reuse: {result['kept_freed_memory']}; load average before {result['load_before']}, after {result['load_after']}; "
-          f"{result['threads']} threads; {result['wall_seconds']:.0f} s")
+    print(f"freed memory kept for reuse: {result['kept_freed_memory']}; load average before {result['load_before']}, "
+          f"after {result['load_after']}; {result['threads']} threads; {result['wall_seconds']:.0f} s")
     _bench.write_json(args.json, {**result, "args": vars(args)})
 
 
