@@ -78,6 +78,22 @@ def test_import_is_lazy_and_loads_no_model_library():
     assert done.stdout.strip() == "[]"
 
 
+def test_the_library_leaves_the_allocator_to_the_caller_and_the_page_names_the_commands_setting(monkeypatch):
+    """docs/api.md: every command keeps freed memory (cli.main), importing and using the library does not, and
+    the function it names is the one the commands call."""
+    from retrieval_lab import cli
+    from retrieval_lab.core import memory
+
+    assert "`retrieval_lab.core.memory.keep_freed_memory()`" in PAGE.read_text(encoding="utf-8")
+    assert cli.keep_freed_memory is memory.keep_freed_memory
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append("keep") or True)
+    rows = rl.load_encoder("builtin", "cpu").encode(["cells divide", "a claim"])
+    run = rl.BM25().index({"d1": "cells divide"}).search({"q": "cells"}, 1)
+    assert rows.shape[0] == 2 and list(run["q"]) == ["d1"]
+    assert calls == []
+
+
 def test_every_public_name_resolves():
     for name in rl.__all__:
         assert getattr(rl, name) is not None, name
