@@ -74,11 +74,14 @@ def prepare(variant: str, model: Path, work: Path, calibration: Path | None = No
         export_optimized_onnx_model(loaded, "O3", str(folder))
         file_name = "onnx/model_O3.onnx"
     elif step == "int8":
+        from optimum.onnxruntime import AutoQuantizationConfig
         from sentence_transformers.backend import export_dynamic_quantized_onnx_model
 
         target = _int8_target()
+        # the file is named by optimum's weight type for the target: unsigned (quint8) on AVX2, qint8 with VNNI
+        weights = getattr(AutoQuantizationConfig, target)(is_static=False).weights_dtype.name.lower()
         export_dynamic_quantized_onnx_model(loaded, target, str(folder))
-        file_name = f"onnx/model_qint8_{target}.onnx"
+        file_name = f"onnx/model_{weights}_{target}.onnx"
     elif step == "qint8":
         from optimum.intel import OVQuantizationConfig
         from sentence_transformers.backend import export_static_quantized_openvino_model
