@@ -158,7 +158,7 @@ def _st_train(args: dict, seed: int, params, dataset, lr: float, epochs: int, ba
     from retrieval_lab.core.params import base_model
     from retrieval_lab.encoder import Encoder, load, load_embeddings
     from retrieval_lab.model_files import resolve_model
-    from retrieval_lab.training import validator
+    from retrieval_lab.training import improves, validator
     from retrieval_lab.training.checkpoint import weights_digest
     from retrieval_lab.training.stage import _keep_base_documents
     from retrieval_lab.training.validation import EncodedDocuments
@@ -180,7 +180,7 @@ def _st_train(args: dict, seed: int, params, dataset, lr: float, epochs: int, ba
     def check(epoch: int) -> None:
         value = validate(encoder)[measure]
         curve.append({"epoch": epoch, measure: value})
-        if not best or value > best["value"]:  # ties keep the earlier weights, as ours does
+        if improves(value, best, params.train.select_min_delta):  # ours' rule, margin included
             best.update(epoch=epoch, value=value,
                         state={k: v.detach().clone() for k, v in encoder.model.state_dict().items()})
 

@@ -172,7 +172,7 @@ def test_the_float_walk_finds_every_kind_of_float():
     # plain, optional, nested under a mapping of variants, and lists
     assert {"bm25.k1", "mine.margin", "train.max_grad_norm", "train.variants.query.temperature",
             "fusion.methods.rrf.grid", "evaluate.ci_level", "train.lr", "fusion.methods.rrf.value"} <= set(FLOAT_KEYS)
-    assert len(FLOAT_KEYS) == 23  # generate 1, prepare 4 (train, val, test, val_from_train), bm25 2, fusion 4, mine 1, train 4 + 4 variants, evaluate 2, judge 1
+    assert len(FLOAT_KEYS) == 24  # generate 1, prepare 4 (train, val, test, val_from_train), bm25 2, fusion 4, mine 1, train 5 + 4 variants, evaluate 2, judge 1
 
 
 def _nested_yaml(key: str, value: str) -> tuple[str, int]:

@@ -109,6 +109,16 @@ def test_best_selection_keeps_the_weights_of_the_best_validation(toy, tmp_path):
     assert validate(load(out["model"], "cpu"))["nDCG@10"] == pytest.approx(best["metrics"]["nDCG@10"], abs=1e-9)
 
 
+def test_the_margin_keeps_the_base_model_and_the_report_says_so(toy, tmp_path):
+    """``train.select_min_delta`` 1: no validation can beat the base model's by more, so the untrained weights
+    are kept, as in our loop (the same rule), and training.json records the margin."""
+    result, out, model_dir = _train(toy, tmp_path, select="best", lr=3e-3, select_min_delta=1.0)
+    assert result.selected_step == 0 and len(result.validation) == 3
+    assert weights_digest(load(out["model"], "cpu").model) == weights_digest(load(model_dir, "cpu").model)
+    report = json.loads((out["model"] / "training.json").read_text())
+    assert report["selection"]["min_delta"] == 1.0 and report["selected_step"] == 0
+
+
 def test_patience_ends_the_run(toy, tmp_path):
     """A learning rate too small to move the ranking: the first epoch's validation is no better than the
     base model's, and patience 1 stops the run there."""

@@ -324,6 +324,9 @@ class TrainParams(Section):
     select_measure: str = param("nDCG@10", MEASURE_NAME)  # what best means; one of evaluate.measures
     # stop after this many validations without improvement (null: never)
     patience: int | None = param(None, POSITIVE)
+    # a later validation replaces the kept weights (and counts as an improvement for patience) only when it beats
+    # them by more than this; CPU arithmetic alone moves a validation by more than 1e-5 (docs/lab-notes.md)
+    select_min_delta: float = param(0.0, UNIT)
     # the trainer: retrieval-lab (training/loop.py) | sentence-transformers (SentenceTransformerTrainer with
     # MultipleNegativesRankingLoss, training/st_trainer.py; both sides, one process): training/spec.py BACKENDS
     backend: str = param("retrieval-lab", rules.matches(rules.NAME, "a trainer name (training/spec.py BACKENDS)"))

@@ -48,7 +48,7 @@ from .checkpoint import (
     weights_digest,
 )
 from .data import TrainingData, check_negatives_strategy, training_data, with_frozen_documents
-from .loop import LoopOptions, TrainResult, fine_tune, total_steps, train_step
+from .loop import LoopOptions, TrainResult, fine_tune, improves, total_steps, train_step
 from .resume import check_resume
 from .spec import TrainSpec
 from .stage import run_training, validator, write_live
@@ -56,6 +56,7 @@ from .stage import run_training, validator, write_live
 __all__ = [
     "Distributed", "LoopOptions", "TrainResult", "TrainSpec", "TrainingData", "check_negatives_strategy",
     "check_resume", "default_checkpoint", "distributed_model", "fine_tune", "fingerprint", "fingerprint_differences",
+    "improves",
     "init_distributed", "load_checkpoint", "run_training", "save_checkpoint", "total_steps", "train_step",
     "training_data", "validator", "weights_digest", "with_frozen_documents", "write_live",
 ]

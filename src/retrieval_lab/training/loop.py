@@ -309,6 +309,12 @@ def _check_selection(params: TrainParams, options: LoopOptions) -> None:
                          field="train.patience")
 
 
+def improves(value: float, kept: dict | None, min_delta: float) -> bool:
+    """Whether a validation ``value`` replaces the ``kept`` one (``{"value": ...}``; none yet: it does):
+    ``value > kept + min_delta``. Ties and smaller gains keep the earlier, shorter-trained weights."""
+    return not kept or value > kept["value"] + min_delta
+
+
 def _validate(encoder, model: torch.nn.Module, run: _Progress, options: LoopOptions,
               params: TrainParams) -> None:
     """``options.validate`` on rank 0 with the plain ``model`` (a DDP forward on one rank would hang);
@@ -326,7 +332,7 @@ def _validate(encoder, model: torch.nn.Module, run: _Progress, options: LoopOpti
         if value is None:
             raise InputError(f"{params.select_measure!r} is not among the validation measures "
                              f"({', '.join(scores)}): add it to evaluate.measures", field="train.select_measure")
-        if not run.best or value > run.best["value"]:  # ties keep the earlier, shorter-trained weights
+        if improves(value, run.best, params.select_min_delta):
             run.since_best = 0
             state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             run.best = {"step": run.step, "value": value, "state": state if params.select == "best" else {}}

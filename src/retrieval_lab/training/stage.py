@@ -36,6 +36,7 @@ class TrainingReport:
     corpus_pairs: dict | None  # pairs drawn from the corpus, when the variant trains on them
     base_model: dict  # the encoder's source: lock, hashes or folder
     validate_candidates: int | None = None  # train.validate_candidates: validation re-ranked the base's top N
+    select_min_delta: float = 0.0  # train.select_min_delta: the margin an improvement needed
 
     def to_json(self) -> dict:
         r = self.result
@@ -45,7 +46,8 @@ class TrainingReport:
                 "selection": {"select": self.select, "measure": self.select_measure, "patience": self.patience,
                               "ended_by_patience": r.patience_stop,
                               **({"validate_candidates": self.validate_candidates}
-                                 if self.validate_candidates is not None else {})},
+                                 if self.validate_candidates is not None else {}),
+                              **({"min_delta": self.select_min_delta} if self.select_min_delta else {})},
                 "negatives": self.negatives,
                 **({"corpus_pairs": self.corpus_pairs} if self.corpus_pairs else {}),
                 "base_model": self.base_model}
@@ -127,7 +129,8 @@ def run_training(params: Params, dataset_dir: str | Path, negatives: str | Path,
     if dist_info.main:
         report = TrainingReport(variant_name, fp, result, str(encoder.device), dist_info.world, train.select,
                                 train.select_measure, train.patience, str(negatives), data.pseudo or None,
-                                encoder.source, train.validate_candidates if frozen is None else None)
+                                encoder.source, train.validate_candidates if frozen is None else None,
+                                train.select_min_delta)
         encoder.save(model_out, {"training.json": report.to_json()})
         write_embeddings(embeddings, embeddings_out)
         write_live(live_dir, result)
