@@ -155,3 +155,41 @@ def test_the_default_overrides_are_the_documented_quality_command(bench):
     words = shlex.split(match.group(1).replace("\\\n", " "))
     assert [words[i + 1] for i, w in enumerate(words) if w == "-S" and words[i + 1] != "dataset=scifact"] == \
         bench.QUALITY
+
+
+def test_the_lab_notes_merge_of_the_zen3_parts_reproduces_the_committed_merge(tmp_path):
+    """The merge command docs/lab-notes.md shows, run as written beside copies of the two committed parts,
+    gives the committed merged figures and intervals (to 1e-9: the merge sums floats, whose order a CPU's numpy
+    may change in the last bits; the sign flips are seeded)."""
+    import subprocess
+    import sys
+
+    notes = " ".join((REPO / "docs" / "lab-notes.md").read_text(encoding="utf-8").split())
+    shown = re.search(r"`(\.venv/bin/python scripts/bench_finetune_peers\.py --merge "
+                      r"bench-results/issue53/peers-zen3-s42-partA\.json [^`]*)`", notes)
+    assert shown, "the lab notes no longer show the Zen 3 merge"
+    argv = shlex.split(shown.group(1))
+    parts = [a for a in argv if a.endswith(".json")]
+    assert len(parts) == 3 and argv[-2] == "--json"
+    (tmp_path / "bench-results" / "issue53").mkdir(parents=True)
+    for part in parts[:2]:
+        (tmp_path / part).write_bytes((REPO / part).read_bytes())
+    done = subprocess.run([sys.executable, str(REPO / argv[1]), *argv[2:]], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    made = json.loads((tmp_path / parts[2]).read_text(encoding="utf-8"))
+    committed = json.loads((REPO / parts[2]).read_text(encoding="utf-8"))
+    for key in ("summary", "comparisons", "family", "goals", "pieces", "seeds"):
+        assert _close(made[key], committed[key]), key
+    assert [g["met"] for g in made["goals"]] == [False, False]  # time met, quality not, for both of ours
+
+
+def _close(a, b) -> bool:
+    """Equal structures, floats to 1e-9."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return abs(a - b) <= 1e-9
+    return a == b
