@@ -38,7 +38,9 @@ glibc's defaults, as sentence-transformers runs (parts made before ours did so d
 ``--set`` defaults to the SciFact quality command of docs/datasets.md (:data:`QUALITY`). ``--json`` is
 rewritten after each (contender, seed), so an interrupted bench keeps what finished. When st-mnrl runs
 before st-mnrl-tuned at a seed, the tuned one takes st-mnrl's run as its candidate at st-mnrl's rate
-(the same training) instead of training it again; its time still counts it.
+(the same training) instead of training it again; its time still counts it. ``--reuse PART.json`` does the same
+with the st-mnrl rows of an earlier finished part (same settings and CPU): only their validation reaches the
+training process; if one wins, its test values are the part's.
 
 The grid (5 contenders x 3 seeds, hours on a CPU) can be run in parts, each with its own ``--only`` /
 ``--seeds`` and ``--json``, and merged: each part's rows keep their per-query test values, from which
@@ -243,22 +245,55 @@ def st(args: dict, name: str, seed: int) -> dict:
         embeddings = embed_dataset(encoder, dataset, params.dense, list(params.retrieve.fields), None, made)
         encode_seconds = time.perf_counter() - started
         _write_run(embeddings, out / "run.trec")
-    else:  # a reused candidate won: its run is the one this training would encode
+    elif chosen.get("run"):  # a reused candidate won: its run is the one this training would encode
         encode_seconds = chosen["encode_seconds"]
         shutil.copyfile(chosen["run"], out / "run.trec")
+    else:  # one from an earlier part won: its test values come from that part (main), never into this process
+        encode_seconds = chosen["encode_seconds"]
+        out = None
     return {"contender": name, "seed": seed, "seconds": sum(t["seconds"] for t in tried) + encode_seconds,
             "encode_seconds": encode_seconds,
             "peak_mb": max([_bench.peak_mb(), *(t["peak_mb"] for t in tried if t.get("reused_from"))]),
             "base_mb": base, "steps": sum(t["steps"] for t in tried),
             "selected": {"lr": chosen["lr"], "epoch": chosen["selected_epoch"]},
             "tried": [{**{k: t[k] for k in _TRIED}, **({"reused_from": t["reused_from"]} if t.get("reused_from") else {})}
-                      for t in tried], "run": str(out / "run.trec")}
+                      for t in tried], "run": str(out / "run.trec") if out else None}
 
 
-def reusable(row: dict) -> dict:
-    """st-mnrl's run as a candidate of st-mnrl-tuned at the same seed (same rate, batch, epochs: the same training)."""
-    return {**row["tried"][0], "run": row["run"], "encode_seconds": row["encode_seconds"], "peak_mb": row["peak_mb"],
-            "reused_from": "st-mnrl"}
+def reusable(row: dict, part: str | None = None) -> dict:
+    """st-mnrl's run as a candidate of st-mnrl-tuned at the same seed (same rate, batch, epochs: the same training).
+    From an earlier ``part`` (a finished bench JSON) its run is gone and its test values stay out: the candidate
+    carries only what selection reads (its validation), and main takes the part's test values if it wins."""
+    return {**row["tried"][0], "run": None if part else row["run"], "encode_seconds": row["encode_seconds"],
+            "peak_mb": row["peak_mb"], "reused_from": f"st-mnrl ({part})" if part else "st-mnrl"}
+
+
+def reuse_parts(files: list[str], head: dict, seeds: list[int]) -> dict[int, list[tuple[dict, dict]]]:
+    """The st-mnrl rows of earlier finished parts (``--reuse``), per seed, as (candidate, the row): each part must be
+    the same bench as this run (settings, CPU) for its training to be the one st-mnrl-tuned would do."""
+    import json
+
+    from retrieval_lab.machine import describe, same_cpu
+
+    found: dict[int, list[tuple[dict, dict]]] = {}
+    for name in files:
+        data = json.loads(Path(name).read_text(encoding="utf-8"))
+        if not data.get("finished"):
+            raise SystemExit(f"{name}: an interrupted bench (finished: false): nothing to reuse")
+        for key in ("overrides", "st", "ours_keeps_freed_memory"):
+            if data.get(key) != head[key]:
+                raise SystemExit(f"{name}: field {key} differs from this run's: not the same bench")
+        if not same_cpu(data["machine"], head["machine"]):  # None (a masked model name) fails closed too
+            raise SystemExit(f"{name}: run on {describe(data['machine'])!r}, not on this machine's "
+                             f"{describe(head['machine'])!r} (or its make unrecorded): its time is not comparable")
+        for row in data["rows"]:
+            if row["contender"] == "st-mnrl" and row["seed"] in seeds:
+                if row["seed"] in found:
+                    raise SystemExit(f"{name}: st-mnrl seed {row['seed']} is in an earlier --reuse part too")
+                found[row["seed"]] = [(reusable(row, Path(name).name), row)]
+    if not found:
+        raise SystemExit(f"--reuse {' '.join(files)}: no st-mnrl row at seeds {seeds}: nothing to reuse")
+    return found
 
 
 def contend(args: dict, name: str, seed: int) -> dict:
@@ -287,6 +322,11 @@ def score(dataset_dir: str, test_qrels: str, rows: list[dict], family_level: flo
               "unseen": sorted(q for q in test if q not in seen)}
     strata = {s: qs for s, qs in strata.items() if qs}  # an empty stratum has no mean and no comparison
     for r in rows:
+        if r["run"] is None:  # measured in the earlier part it was reused from: on these test claims?
+            if any(sorted(r["per_query"][m]) != strata["all"] for m in MEASURES):
+                raise SystemExit(f"{r['contender']} seed {r['seed']}: its reused part was measured on other test "
+                                 f"claims than {test_qrels}'s")
+            continue
         values = measure_run(test, read_run(r["run"]), MEASURES).per_query  # q -> measure -> value
         r["per_query"] = {m: {q: values[q][m] for q in strata["all"]} for m in MEASURES}
     return summarise(rows, strata, family_level, permutations, seed)
@@ -414,6 +454,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--st-batch", type=int, default=ST_DEFAULTS["batch"])
     parser.add_argument("--st-lr", type=float, default=ST_DEFAULTS["lr"])
     parser.add_argument("--tuned-lrs", type=float, nargs="+", default=TUNED_LRS)
+    parser.add_argument("--reuse", nargs="+", metavar="JSON", help="finished parts whose st-mnrl rows are "
+                        "st-mnrl-tuned's candidates at their rate and seed (the same training, not run again)")
     parser.add_argument("--workdir", help="runs and models (default: a temporary folder, removed)")
     parser.add_argument("--json")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="instead of training: merge these finished bench "
@@ -448,6 +490,8 @@ def main(argv: list[str] | None = None) -> dict:
             "ours_keeps_freed_memory": True,
             "args": list(argv if argv is not None else sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d", time.gmtime())}
+    earlier = reuse_parts(ns.reuse, head, ns.seeds) if ns.reuse else {}
+    args["reuse"] = {seed: [candidate for candidate, _ in found] for seed, found in earlier.items()}
     rows: list[dict] = []
     started = time.perf_counter()
     for seed in ns.seeds:  # a seed's contenders back to back: the load of other jobs falls on all alike
@@ -455,6 +499,8 @@ def main(argv: list[str] | None = None) -> dict:
             load = os.getloadavg()
             row = _bench.isolated(contend, args, name, seed)
             row["load_before"], row["load_after"] = load, os.getloadavg()
+            if row.get("run", "") is None:  # an earlier part's candidate won: its measured test values
+                row["per_query"] = copy.deepcopy(earlier[seed][0][1]["per_query"])
             rows.append(row)
             if name == "st-mnrl" and ns.st_lr in ns.tuned_lrs:  # st-mnrl-tuned's candidate at this rate, trained
                 args.setdefault("reuse", {})[seed] = [reusable(row)]
@@ -464,7 +510,7 @@ def main(argv: list[str] | None = None) -> dict:
                                            evaluate.seed), "wall_seconds": time.perf_counter() - started,
               "finished": True}
     for r in rows:
-        r.pop("run")  # a path in the scratch folder
+        r.pop("run")  # a path in the scratch folder (or None: reused)
     _bench.write_json(ns.json, result)
     print(_bench.markdown(result["summary"], ["contender", "seconds", "peak_mb"]))
     for goal in result["goals"]:

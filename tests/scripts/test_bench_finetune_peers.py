@@ -148,6 +148,34 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     with pytest.raises(SystemExit):  # without --merge, the inputs of training are required
         bench.main(["--json", str(out)])
 
+    # --reuse: an earlier part's st-mnrl is st-mnrl-tuned's candidate at its rate; only its validation reaches the
+    # training process, and the part's test values become the row's if it wins (main), measured on these claims
+    head = {"overrides": TINY, "st": {"lr": 5e-5}, "machine": zen4, "ours_keeps_freed_memory": True}
+    candidate, part_row = bench.reuse_parts([str(files[0])], head, [42])[42][0]  # b.json: rows 2-4, st-mnrl first
+    assert candidate["reused_from"] == "st-mnrl (b.json)" and candidate["run"] is None
+    assert "per_query" not in candidate and "test" not in candidate and candidate["value"] == rows[2]["tried"][0]["value"]
+    won = bench.contend({**args, "reuse": {42: [{**candidate, "value": 2.0}]}}, "st-mnrl-tuned", 42)
+    assert won["run"] is None and won["selected"] == {"lr": 5e-5, "epoch": candidate["selected_epoch"]}
+    assert won["seconds"] == pytest.approx(sum(t["seconds"] for t in won["tried"]) + candidate["encode_seconds"])
+    assert won["peak_mb"] >= candidate["peak_mb"] and won["steps"] == 1 + candidate["steps"]
+    lost = bench.contend({**args, "reuse": {42: [{**candidate, "value": -1.0}]}}, "st-mnrl-tuned", 42)
+    assert lost["selected"]["lr"] == 1e-5 and Path(lost["run"]).is_file()
+    scored = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"),
+                         [copy.deepcopy(rows[0]), {**won, "per_query": copy.deepcopy(part_row["per_query"])}], 0.95, 200, 5)
+    assert scored["summary"][1]["nDCG@10 all"]["mean"] == pytest.approx(part_row["test"]["all"]["nDCG@10"], abs=1e-12)
+    one_claim = {m: dict(list(v.items())[:1]) for m, v in part_row["per_query"].items()}
+    with pytest.raises(SystemExit, match="measured on other test claims"):
+        bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), [{**won, "per_query": one_claim}],
+                    0.95, 200, 5)
+    refused = {"an interrupted bench": {**piece(rows[2:3]), "finished": False},
+               "field overrides differs": {**piece(rows[2:3]), "overrides": []},
+               "not on this machine's": piece(rows[2:3], {**zen4, "cpu_id": "AuthenticAMD family 25 model 1 stepping 1"}),
+               "no st-mnrl row at seeds [42]": piece(rows[:2])}
+    for message, part in refused.items():
+        files[1].write_text(json.dumps(part), encoding="utf-8")
+        with pytest.raises(SystemExit, match=re.escape(message)):
+            bench.reuse_parts([str(files[1])], head, [42])
+
 
 def test_the_default_overrides_are_the_documented_quality_command(bench):
     page = (REPO / "docs" / "datasets.md").read_text(encoding="utf-8")
