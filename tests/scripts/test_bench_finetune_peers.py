@@ -154,12 +154,16 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     candidate, part_row = bench.reuse_parts([str(files[0])], head, [42])[42][0]  # b.json: rows 2-4, st-mnrl first
     assert candidate["reused_from"] == "st-mnrl (b.json)" and candidate["run"] is None
     assert "per_query" not in candidate and "test" not in candidate and candidate["value"] == rows[2]["tried"][0]["value"]
-    won = bench.contend({**args, "reuse": {42: [{**candidate, "value": 2.0}]}}, "st-mnrl-tuned", 42)
+    # the other rate's candidate reused from this run too (tuned's 1e-5 training), so nothing trains here
+    kept_run = tmp_path / "tuned-run.trec"  # where the tuned row writes its own run: a copy of what it held
+    kept_run.write_bytes(Path(tuned["run"]).read_bytes())
+    other = bench.reusable({**tuned, "tried": tuned["tried"][:1], "run": str(kept_run)})
+    won = bench.contend({**args, "reuse": {42: [other, {**candidate, "value": 2.0}]}}, "st-mnrl-tuned", 42)
     assert won["run"] is None and won["selected"] == {"lr": 5e-5, "epoch": candidate["selected_epoch"]}
-    assert won["seconds"] == pytest.approx(sum(t["seconds"] for t in won["tried"]) + candidate["encode_seconds"])
-    assert won["peak_mb"] >= candidate["peak_mb"] and won["steps"] == 1 + candidate["steps"]
-    lost = bench.contend({**args, "reuse": {42: [{**candidate, "value": -1.0}]}}, "st-mnrl-tuned", 42)
-    assert lost["selected"]["lr"] == 1e-5 and Path(lost["run"]).is_file()
+    assert won["seconds"] == pytest.approx(other["seconds"] + candidate["seconds"] + candidate["encode_seconds"])
+    assert won["peak_mb"] == max(other["peak_mb"], candidate["peak_mb"]) and won["steps"] == 1 + candidate["steps"]
+    lost = bench.contend({**args, "reuse": {42: [other, {**candidate, "value": -1.0}]}}, "st-mnrl-tuned", 42)
+    assert lost["selected"]["lr"] == 1e-5 and Path(lost["run"]).read_bytes() == kept_run.read_bytes()
     scored = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"),
                          [copy.deepcopy(rows[0]), {**won, "per_query": copy.deepcopy(part_row["per_query"])}], 0.95, 200, 5)
     assert scored["summary"][1]["nDCG@10 all"]["mean"] == pytest.approx(part_row["test"]["all"]["nDCG@10"], abs=1e-12)
