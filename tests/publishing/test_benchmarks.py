@@ -420,3 +420,25 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
     md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
     assert "2 runs on one machine type (AMD EPYC (AuthenticAMD family 25 model 17 stepping 1; avx2 avx512_bf16), " in md
     assert "model name only" not in md
+
+
+def test_the_same_bench_on_another_machine_type_has_its_own_subsection_and_merge_command():
+    """--peers-elsewhere: each merged grid of another CPU below the page's own, its merge writing its own file."""
+    zen3 = {**MACHINE, "cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 1 stepping 1", "cpu_isa": ["avx2"]}
+    other = {**_peers(["ours-hard", "st-mnrl"], [42]), "machine": zen3, "ours_keeps_freed_memory": True, "pieces": [
+        {"file": "bench-results/z/a.json", "date": "2026-12-06", "args": ["--only", "ours-hard", "--json", "a.json"],
+         "rows": [["ours-hard", 42]]},
+        {"file": "bench-results/z/b.json", "date": "2026-12-07", "args": ["--only", "st-mnrl", "--json", "b.json"],
+         "rows": [["st-mnrl", 42]]}]}
+    md = "\n".join(benchmarks.finetune_section(None, "bench-results", _peers(["ours-hard", "st-mnrl"], [42]), None,
+                                               [("bench-results/z/merged.json", other)]))
+    heading = ("### The same bench on another machine type: AMD EPYC (AuthenticAMD family 25 model 1 stepping 1; avx2) "
+               "(`bench-results/z/merged.json`)")
+    assert md.count("### ") == 1 and heading in md
+    own, elsewhere = md.split(heading)
+    assert "--json bench-results/finetune-peers.json`" in own and "finetune-peers.json" not in elsewhere
+    assert "--merge bench-results/z/a.json bench-results/z/b.json --json bench-results/z/merged.json`." in elsewhere
+    assert "2 runs on one machine type (AMD EPYC (AuthenticAMD family 25 model 1 stepping 1; avx2)" in elsewhere
+    assert len(_rows(elsewhere, "ours, `train@hard`")) == 1 and "**Partial**" in elsewhere
+    alone = "\n".join(benchmarks.finetune_section(None, "bench-results", None, None, [("z.json", other)]))
+    assert "Not run" not in alone and "(`z.json`)" in alone

@@ -531,14 +531,13 @@ PEER_LABELS = {**PEER_NAMES, "st-backend": "`train@hard`, `train.backend: senten
 
 
 def finetune_section(result: dict | None, results_dir: str, peers: dict | None = None,
-                     backend: dict | None = None) -> list[str]:
+                     backend: dict | None = None, other_peers: list[tuple[str, dict]] | None = None) -> list[str]:
     """scripts/bench_finetune_peers.py (ours against sentence-transformers' trainer, seeds, intervals; and its
     run of the train stage's sentence-transformers backend) and scripts/bench_finetune.py (the plain recipe, one
-    run), each shown when its JSON is there."""
-    command = (f"`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py --run runs/scifact/dense.trec "
-               f"--json {results_dir}/finetune.json`")
+    run), each shown when its JSON is there. ``other_peers``: (file, JSON) of the same bench on other machine
+    types, each its own subsection: times compare within a machine type only."""
     lines = ["## Fine-tuning quality against the plain recipe and sentence-transformers (SciFact test)", ""]
-    if result is None and peers is None and backend is None:
+    if result is None and peers is None and backend is None and not other_peers:
         return lines + [f"Not run. Measure with `{PEERS_COMMAND.format(results_dir=results_dir)}`."]
     if peers is not None:
         lines += peers_lines(peers, results_dir)
@@ -548,12 +547,24 @@ def finetune_section(result: dict | None, results_dir: str, peers: dict | None =
                    "loss (`training/st_trainer.py`) at st-mnrl's settings, against `train@hard` with ours, paired on "
                    "the same test claims. Its figures sit beside the table above, not in it: another run.")]
         lines += [""] + peers_lines(backend, results_dir, BACKEND_COMMAND)
-    if result is None:
-        return lines
+    if result is not None:
+        lines += ([""] if peers is not None or backend is not None else []) + _plain_recipe_lines(result, results_dir)
+    for file, other in other_peers or []:
+        lines += ["", f"### The same bench on another machine type: {describe_cpu(other['machine'])} (`{file}`)", "",
+                  ("Its own grid, merged from its own parts: its times compare with each other, not with the "
+                   "sections above.")]
+        lines += [""] + peers_lines(other, results_dir, output=file)
+    return lines
+
+
+def _plain_recipe_lines(result: dict, results_dir: str) -> list[str]:
+    """scripts/bench_finetune.py: the plain recipe against ours, one run."""
+    command = (f"`OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune.py --run runs/scifact/dense.trec "
+               f"--json {results_dir}/finetune.json`")
     rows = [[r["contender"], str(r["steps"]), _num(r["train_seconds"]),
              *[_value(r, m) for m in ("nDCG@10", "AP@10", "R@100")]] for r in result["rows"]]
-    lines += ([""] if peers is not None else []) + _table(
-        ["contender", "steps", "train seconds", "nDCG@10", "AP@10", "R@100"], rows, "|---|---:|---:|---:|---:|---:|")
+    lines = _table(["contender", "steps", "train seconds", "nDCG@10", "AP@10", "R@100"], rows,
+                   "|---|---:|---:|---:|---:|---:|")
     differences = "; ".join(f"{name}: **{value:+.4f}**" for name, value in result["ndcg10_differences"].items())
     return lines + ["", f"nDCG@10 {differences} ({result['pairs']} recipe pairs, one run: {command})."]
 
@@ -568,7 +579,7 @@ def _loads(rows: list[dict], contender: str) -> str:
                      if r.get("contender") == contender and "load_before" in r and "load_after" in r)
 
 
-def _pieces_text(pieces: list[dict], results_dir: str) -> str:
+def _pieces_text(pieces: list[dict], output: str) -> str:
     """A merged bench: each part's command, date and (contender, seed) runs, then the merge."""
     script = "OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_finetune_peers.py"
 
@@ -584,7 +595,7 @@ def _pieces_text(pieces: list[dict], results_dir: str) -> str:
 
     parts = "; ".join(f"`{script} {command(p)}`" + (f" on {p['date']}" if p.get("date") else "") + " ("
                       + ", ".join(f"{c} seed {s}" for c, s in p["rows"]) + ")" for p in pieces)
-    merge = f"`{script} --merge {' '.join(p['file'] for p in pieces)} --json {results_dir}/finetune-peers.json`"
+    merge = f"`{script} --merge {' '.join(p['file'] for p in pieces)} --json {output}`"
     return (f"the grid was run in {len(pieces)} parts, each timing only its own runs: {parts}; then merged, "
             f"every figure and interval made anew from the parts' per-query test values: {merge}.")
 
@@ -597,8 +608,9 @@ def _allocator_text(peers: dict) -> str:
             "command has (freed memory kept for reuse, `core/memory.py`).")
 
 
-def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> list[str]:
-    """The peers bench: each contender's test figures over its seeds, time and memory, the paired family."""
+def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND, output: str | None = None) -> list[str]:
+    """The peers bench: each contender's test figures over its seeds, time and memory, the paired family.
+    ``output``: the file a merged bench was written to (default: the page's own, ``finetune-peers.json``)."""
     from retrieval_lab.comparison import Family, interval_text
 
     seeds = sorted({r["seed"] for r in peers["rows"]})
@@ -619,7 +631,7 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND) -> 
               f"`{' '.join(peers['overrides'])}`; sentence-transformers' defaults: batch {peers['st']['batch']}, "
               f"lr {peers['st']['lr']:g}, {peers['st']['epochs']} epochs; tuned: lr in "
               f"{', '.join(f'{x:g}' for x in peers['st']['tuned_lrs'])}. Reproduce: "
-              + (_pieces_text(pieces, results_dir) if pieces else f"`{command.format(results_dir=results_dir)}`.")),
+              + (_pieces_text(pieces, output or f"{results_dir}/finetune-peers.json") if pieces else f"`{command.format(results_dir=results_dir)}`.")),
              ""]
     if not peers.get("finished"):
         return lines + [f"**Interrupted**: {len(peers['rows'])} (contender, seed) runs finished, not scored."]
@@ -746,12 +758,13 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
                  current: dict, now: str, finetune: dict | None = None, scale: dict | None = None,
                  invocation: list[str] | None = None, dense_tokens: int | None = None,
                  ablation: list[Path] | None = None, peers: dict | None = None,
-                 backend: dict | None = None) -> str:
+                 backend: dict | None = None, other_peers: list[tuple[str, dict]] | None = None) -> str:
     """``metrics_dirs``: one SciFact metrics folder, or (label, folder) pairs for several configurations; a list
     of folders in place of one: the training seeds of that configuration (the first shown, all in the spread).
     ``invocation``: this script's arguments that made the page, shown in its head. ``dense_tokens``: the
     SciFact dense runs' encoded length (see :func:`quality_section`). ``ablation``: folders of
-    ``scripts/ablation_table.py``, one section each (see :func:`ablation_section`)."""
+    ``scripts/ablation_table.py``, one section each (see :func:`ablation_section`). ``other_peers``: the peers bench
+    on other machine types (see :func:`finetune_section`)."""
     speed, machine = speed_section(results, manifest, results_dir, current)
     quick = any(e.get("quick") for n, e in manifest.items() if results.get(n) is not None)
     head = ["# Benchmarks", "",
@@ -769,7 +782,7 @@ def build_report(results: dict[str, dict | None], manifest: dict, results_dir: s
     sections = [quality_section(where if isinstance(where, list) else [where] if where else [], label, dense_tokens)
                 for label, where in metrics_dirs]
     parts = [head, machine, speed, *sections, *[ablation_section(folder) for folder in ablation or []],
-             finetune_section(finetune, results_dir, peers, backend), scale_section(scale, results_dir), timings_section(timings)]
+             finetune_section(finetune, results_dir, peers, backend, other_peers), scale_section(scale, results_dir), timings_section(timings)]
     return "\n\n".join("\n".join(p) for p in parts) + "\n"
 
 
@@ -826,6 +839,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scifact-ablation", type=Path, nargs="+", default=[], metavar="FOLDER",
                         help="folders written by scripts/ablation_table.py (levers.json, compare.json), one "
                              "section each: levers gathered apart (another baseline, another day) are judged apart")
+    parser.add_argument("--peers-elsewhere", nargs="+", default=[], metavar="JSON",
+                        help="merged scripts/bench_finetune_peers.py results of other machine types, each shown in "
+                             "its own subsection (their times compare with each other only)")
     parser.add_argument("--output", default="docs/benchmarks.md")
     args = parser.parse_args(argv)
     for folder in args.scifact_ablation:
@@ -853,7 +869,8 @@ def main(argv: list[str] | None = None) -> int:
                         json_loads(scale.read_text(encoding="utf-8"), str(scale)) if scale.exists() else None,
                         sys.argv[1:] if argv is None else argv, args.dense_tokens, args.scifact_ablation,
                         json_loads(peers.read_text(encoding="utf-8"), str(peers)) if peers.exists() else None,
-                        json_loads(backend.read_text(encoding="utf-8"), str(backend)) if backend.exists() else None)
+                        json_loads(backend.read_text(encoding="utf-8"), str(backend)) if backend.exists() else None,
+                        [(f, json_loads(Path(f).read_text(encoding="utf-8"), f)) for f in args.peers_elsewhere])
     write_text(args.output, text)
     print(f"\nwrote {args.output}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
