@@ -189,31 +189,33 @@ def test_the_default_overrides_are_the_documented_quality_command(bench):
         bench.QUALITY
 
 
-def test_the_lab_notes_merge_of_the_zen3_parts_reproduces_the_committed_merge(tmp_path):
-    """The merge command docs/lab-notes.md shows, run as written beside copies of the two committed parts,
-    gives the committed merged figures and intervals (to 1e-9: the merge sums floats, whose order a CPU's numpy
-    may change in the last bits; the sign flips are seeded)."""
+def test_the_lab_notes_merges_of_the_zen3_parts_reproduce_the_committed_merges(tmp_path):
+    """Each merge command docs/lab-notes.md shows for the Zen 3's parts, run as written beside copies of the
+    committed parts, gives the committed merged figures and intervals (to 1e-9: the merge sums floats, whose order a
+    CPU's numpy may change in the last bits; the sign flips are seeded)."""
     import subprocess
     import sys
 
     notes = " ".join((REPO / "docs" / "lab-notes.md").read_text(encoding="utf-8").split())
-    shown = re.search(r"`(\.venv/bin/python scripts/bench_finetune_peers\.py --merge "
-                      r"bench-results/issue53/peers-zen3-s42-partA\.json [^`]*)`", notes)
-    assert shown, "the lab notes no longer show the Zen 3 merge"
-    argv = shlex.split(shown.group(1))
-    parts = [a for a in argv if a.endswith(".json")]
-    assert len(parts) == 3 and argv[-2] == "--json"
-    (tmp_path / "bench-results" / "issue53").mkdir(parents=True)
-    for part in parts[:2]:
-        (tmp_path / part).write_bytes((REPO / part).read_bytes())
-    done = subprocess.run([sys.executable, str(REPO / argv[1]), *argv[2:]], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    made = json.loads((tmp_path / parts[2]).read_text(encoding="utf-8"))
-    committed = json.loads((REPO / parts[2]).read_text(encoding="utf-8"))
-    for key in ("summary", "comparisons", "family", "goals", "pieces", "seeds"):
-        assert _close(made[key], committed[key]), key
-    assert [g["met"] for g in made["goals"]] == [False, False]  # time met, quality not, for both of ours
+    shown = re.findall(r"`(\.venv/bin/python scripts/bench_finetune_peers\.py --merge "
+                       r"bench-results/issue53/peers-zen3-s42-partA\.json [^`]*)`", notes)
+    assert len(shown) >= 2, "the lab notes no longer show the Zen 3 merges"
+    for number, command in enumerate(shown):
+        argv = shlex.split(command)
+        parts = [a for a in argv if a.endswith(".json")]
+        assert argv[-2] == "--json" and len(parts) >= 3
+        where = tmp_path / str(number)
+        (where / "bench-results" / "issue53").mkdir(parents=True)
+        for part in parts[:-1]:
+            (where / part).write_bytes((REPO / part).read_bytes())
+        done = subprocess.run([sys.executable, str(REPO / argv[1]), *argv[2:]], cwd=where, capture_output=True,
+                              text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+        made = json.loads((where / parts[-1]).read_text(encoding="utf-8"))
+        committed = json.loads((REPO / parts[-1]).read_text(encoding="utf-8"))
+        for key in ("summary", "comparisons", "family", "goals", "pieces", "seeds"):
+            assert _close(made[key], committed[key]), (command, key)
+        assert [g["met"] for g in made["goals"]] == [False, False]  # time met, quality not, for both of ours
 
 
 def _close(a, b) -> bool:

@@ -590,7 +590,7 @@ def _pieces_text(pieces: list[dict], output: str) -> str:
             if arg == "--json" and args:
                 args.pop(0)
             elif not arg.startswith("--json="):
-                kept.append(arg)
+                kept.append(_from_checkout(arg))
         return shlex.join([*kept, "--json", piece["file"]])
 
     parts = "; ".join(f"`{script} {command(p)}`" + (f" on {p['date']}" if p.get("date") else "") + " ("
@@ -598,6 +598,16 @@ def _pieces_text(pieces: list[dict], output: str) -> str:
     merge = f"`{script} --merge {' '.join(p['file'] for p in pieces)} --json {output}`"
     return (f"the grid was run in {len(pieces)} parts, each timing only its own runs: {parts}; then merged, "
             f"every figure and interval made anew from the parts' per-query test values: {merge}.")
+
+
+def _from_checkout(arg: str) -> str:
+    """An absolute path a part ran with (a clone's inputs, a part beside it), as from a checkout's root: from its
+    last ``data/`` or ``bench-results/`` on, so the command shown runs in the reader's clone, not the bench machine's
+    folders; anything else as it was."""
+    if not arg.startswith("/"):
+        return arg
+    cut = max(arg.rfind("/data/"), arg.rfind("/bench-results/"))
+    return arg[cut + 1:] if cut >= 0 else arg
 
 
 def _allocator_text(peers: dict) -> str:
