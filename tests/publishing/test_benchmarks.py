@@ -422,15 +422,17 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
     assert "model name only" not in md
 
 
-def test_the_same_bench_on_another_machine_type_has_its_own_subsection_and_merge_command():
+def test_the_same_bench_on_another_machine_type_has_its_own_subsection_and_merge_command(tmp_path):
     """--peers-elsewhere: each merged grid of another CPU below the page's own, its merge writing its own file."""
+    # absolute paths where a part ran: a clone's inputs, a part beside it, a scratch folder (no "data/" in it)
+    clone, beside, scratch = tmp_path / "clone", tmp_path / "repo", tmp_path / "scratch"
     zen3 = {**MACHINE, "cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 1 stepping 1", "cpu_isa": ["avx2"]}
     other = {**_peers(["ours-hard", "st-mnrl"], [42]), "machine": zen3, "ours_keeps_freed_memory": True, "pieces": [
         {"file": "bench-results/z/a.json", "date": "2026-12-06", "args": ["--only", "ours-hard", "--json", "a.json"],
          "rows": [["ours-hard", 42]]},
         {"file": "bench-results/z/b.json", "date": "2026-12-07", "args": [
-            "--dataset", "/work/clone/data/prepared/scifact", "--reuse", "/home/me/repo/bench-results/z/a.json",
-            "--only", "st-mnrl", "--workdir", "/tmp/w", "--json", "b.json"], "rows": [["st-mnrl", 42]]}]}
+            "--dataset", str(clone / "data" / "prepared" / "scifact"), "--reuse", str(beside / "bench-results" / "z" / "a.json"),
+            "--only", "st-mnrl", "--workdir", str(scratch), "--json", "b.json"], "rows": [["st-mnrl", 42]]}]}
     md = "\n".join(benchmarks.finetune_section(None, "bench-results", _peers(["ours-hard", "st-mnrl"], [42]), None,
                                                [("bench-results/z/merged.json", other)]))
     heading = ("### The same bench on another machine type: AMD EPYC (AuthenticAMD family 25 model 1 stepping 1; avx2) "
@@ -440,8 +442,8 @@ def test_the_same_bench_on_another_machine_type_has_its_own_subsection_and_merge
     assert "--json bench-results/finetune-peers.json`" in own and "finetune-peers.json" not in elsewhere
     assert "--merge bench-results/z/a.json bench-results/z/b.json --json bench-results/z/merged.json`." in elsewhere
     # a part's absolute inputs shown from a checkout's root: the command runs in the reader's clone
-    assert ("--dataset data/prepared/scifact --reuse bench-results/z/a.json --only st-mnrl --workdir /tmp/w --json "
-            "bench-results/z/b.json`") in elsewhere and "/work/clone" not in md and "/home/me" not in md
+    assert (f"--dataset data/prepared/scifact --reuse bench-results/z/a.json --only st-mnrl --workdir {scratch} --json "
+            "bench-results/z/b.json`") in elsewhere and str(clone) not in md and str(beside) not in md
     assert "2 runs on one machine type (AMD EPYC (AuthenticAMD family 25 model 1 stepping 1; avx2)" in elsewhere
     assert len(_rows(elsewhere, "ours, `train@hard`")) == 1 and "**Partial**" in elsewhere
     alone = "\n".join(benchmarks.finetune_section(None, "bench-results", None, None, [("z.json", other)]))
