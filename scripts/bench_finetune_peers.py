@@ -474,6 +474,8 @@ def main(argv: list[str] | None = None) -> dict:
         _bench.write_json(ns.json, result)
         print(_bench.markdown(result["summary"], ["contender", "seconds", "peak_mb"]))
         return result
+    if ns.json and ns.reuse and Path(ns.json).resolve() in {Path(f).resolve() for f in ns.reuse}:
+        parser.error(f"--json {ns.json} is one of the parts reused: it would be written over")
     missing = [f"--{k.replace('_', '-')}" for k in ("dataset", "negatives", "base_embeddings", "test_qrels")
                if getattr(ns, k) is None]
     if missing:

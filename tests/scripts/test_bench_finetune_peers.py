@@ -147,6 +147,11 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     assert files[0].read_bytes() == before
     with pytest.raises(SystemExit):  # without --merge, the inputs of training are required
         bench.main(["--json", str(out)])
+    with pytest.raises(SystemExit) as refused:  # nor is a part reused written over: argparse's refusal, first
+        bench.main(["--dataset", str(dataset_dir), "--negatives", str(negatives), "--base-embeddings", str(base),
+                    "--test-qrels", str(dataset_dir / "qrels" / "test.tsv"), "--reuse", str(files[0]), "--json",
+                    str(files[0])])
+    assert refused.value.code == 2 and files[0].read_bytes() == before
 
     # --reuse: an earlier part's st-mnrl is st-mnrl-tuned's candidate at its rate; only its validation reaches the
     # training process, and the part's test values become the row's if it wins (main), measured on these claims
