@@ -463,19 +463,18 @@ def main(argv: list[str] | None = None) -> dict:
     ns = parser.parse_args(argv)
     from retrieval_lab.core.params_file import load_params
 
+    for option, parts in (("--merge", ns.merge), ("--reuse", ns.reuse)):  # the parts read are never written over
+        if ns.json and Path(ns.json).resolve() in {Path(f).resolve() for f in parts or ()}:
+            parser.error(f"--json {ns.json} is one of the {option} parts: it would be written over")
     if ns.merge:
         import json
 
-        if ns.json and Path(ns.json).resolve() in {Path(f).resolve() for f in ns.merge}:
-            parser.error(f"--json {ns.json} is one of the parts merged: it would be written over")
         pieces = [(f, json.loads(Path(f).read_text(encoding="utf-8"))) for f in ns.merge]
         evaluate = load_params(ns.params, pieces[0][1]["overrides"]).evaluate
         result = merge(pieces, evaluate.ci_level, evaluate.permutations, evaluate.seed)
         _bench.write_json(ns.json, result)
         print(_bench.markdown(result["summary"], ["contender", "seconds", "peak_mb"]))
         return result
-    if ns.json and ns.reuse and Path(ns.json).resolve() in {Path(f).resolve() for f in ns.reuse}:
-        parser.error(f"--json {ns.json} is one of the parts reused: it would be written over")
     missing = [f"--{k.replace('_', '-')}" for k in ("dataset", "negatives", "base_embeddings", "test_qrels")
                if getattr(ns, k) is None]
     if missing:
