@@ -240,9 +240,10 @@ def test_branch_review_flow_through_git_and_dvc_remotes(built, tmp_path):
     a = tmp_path / "a"
     sh(["git", "clone", "-q", str(origin), str(a)], tmp_path)
     sh(["dvc", "pull"], a)
-    # Level 3: a pulled clone holds the exact bytes and has nothing to rerun (what a reviewer runs: repro; the
-    # built repository's own `dvc status` is test_repro_builds_every_stage_and_metric's)
+    # Level 3: a pulled clone holds the exact bytes, is clean, and has nothing to rerun (docs/reproducibility.md
+    # names this test for all three)
     assert lock_hashes(a) == lock_hashes(built)
+    assert "up to date" in sh(["dvc", "status"], a).stdout
     assert ran_stages(sh(["dvc", "repro"], a).stdout) == set()
     sh(["git", "checkout", "-q", "-b", "rrf-grid"], a)
     params = yaml.safe_load((a / "params.yaml").read_text())
