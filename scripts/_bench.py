@@ -9,6 +9,7 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 SCIFACT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "scifact"
@@ -101,6 +102,96 @@ def markdown(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def write_json(path: str | None, obj) -> None:
-    if path:
-        Path(path).write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+# ----------------------------------------------------------------------------- a script's --json
+# The rule of the commands (a command replaces only what it wrote, never an input), for the scripts' --json: a
+# script's result is a JSON object holding the top-level keys it declares, and its --json replaces only such an
+# object (what an earlier run of the same script wrote), an empty file or nothing. Checked before any work, for
+# a bench may run for hours: an input named on its command line, a file inside a BEIR folder or inside a folder
+# it reads, a run, qrels, a note or another script's result is refused in one line, and nothing is written.
+
+
+def _given_paths(args) -> list[Path]:
+    """Every existing path among the parsed arguments (strings and lists of strings): what the script reads."""
+    found = []
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if name != "json" and isinstance(item, (str, os.PathLike)) and str(item) and os.path.exists(item):
+                found.append(Path(item))
+    return found
+
+
+def _top_keys(path: Path) -> set[str] | None:
+    """The top-level keys of the JSON object in ``path``; None when it holds anything else."""
+    try:
+        if path.stat().st_size > 1 << 26:
+            return None  # no script writes a result of 64 MiB
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return set(data) if isinstance(data, dict) else None
+
+
+def _refuse_unless_own(path: str, keys: tuple[str, ...], script: str) -> None:
+    """SystemExit unless ``path`` holds nothing or a result of ``script`` (a JSON object holding ``keys``)."""
+    from retrieval_lab.core.kinds import describe, recognised
+
+    target = Path(path)
+    if not target.is_file() or target.stat().st_size == 0:
+        return  # nothing there (folders, devices and links: check_replaceable)
+    found = _top_keys(target)
+    if found is not None and set(keys) <= found:
+        return
+    if recognised(target) is not None or found is None:
+        what = describe(target) if recognised(target) is not None else "a file that is not a JSON object"
+    else:
+        what = "a JSON object without " + ", ".join(k for k in keys if k not in found)
+    raise SystemExit(f"{path}: --json is {what}; {script} replaces only its own results (a JSON object with "
+                     f"{', '.join(keys)}); choose another --json")
+
+
+@dataclass(frozen=True)
+class JsonResult:
+    """A script's --json: ``script`` writes a JSON object holding ``keys``, by which it knows its own."""
+
+    script: str
+    keys: tuple[str, ...]
+
+    def check(self, args) -> None:
+        """Refuse (SystemExit, one line, nothing written) ``args.json`` where it would replace anything but a
+        result of this script or an input named among ``args``, or lie inside a BEIR folder or a folder
+        ``args`` names."""
+        path = getattr(args, "json", None)
+        if not path:
+            return
+        from retrieval_lab.core.atomic import check_replaceable
+        from retrieval_lab.core.errors import InputError
+        from retrieval_lab.core.kinds import beir_folder
+
+        target = Path(os.path.realpath(path))
+        for given in _given_paths(args):
+            reached = Path(os.path.realpath(given))
+            if reached == target:
+                raise SystemExit(f"{path}: --json is {given}, which {self.script} reads; choose another --json")
+            if reached.is_dir() and reached in target.parents:
+                raise SystemExit(f"{path}: --json lies inside {given}, which {self.script} reads; choose another "
+                                 "--json")
+        for parent in target.parents:
+            if beir_folder(parent):
+                raise SystemExit(f"{path}: --json lies inside the BEIR folder {parent}; {self.script} never "
+                                 "writes into a dataset")
+        try:
+            check_replaceable(path, False, "--json")
+        except InputError as exc:
+            raise SystemExit(str(exc)) from None
+        _refuse_unless_own(path, self.keys, self.script)
+
+    def write(self, path: str | None, obj: dict) -> None:
+        """``obj`` at ``path`` (None: nowhere), atomically, after :meth:`check`'s test of what is there again
+        (something may have appeared while the script ran)."""
+        if path:
+            from retrieval_lab.core.atomic import write_text
+
+            missing = [k for k in self.keys if k not in obj]
+            assert not missing, f"{self.script}'s result lacks its own keys {missing}"
+            _refuse_unless_own(path, self.keys, self.script)
+            write_text(path, json.dumps(obj, indent=2) + "\n")

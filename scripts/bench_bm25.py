@@ -28,6 +28,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_bm25.py", ("rows", "ours_over_bm25s", "ratios"))
 DEPTH = 100
 GOALS = {"seconds": 0.9, "peak_mb": 1.0}  # ours / bm25s in the same run
 TANTIVY_GOALS = {"seconds": 1.0, "peak_mb": 1.0}  # ours / each tantivy contender in the same run (issue 55)
@@ -193,6 +194,7 @@ def main() -> None:
                         "usable one): one indexing and one search thread on each side, in effect")
     parser.add_argument("--any-cpu", action="store_true", help="no such binding: a contender may use every core")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     contenders = [ours, bare_bm25s, tantivy_en_stem, tantivy_stop] + ([] if args.skip_rank_bm25 else [rank_bm25])
     cpu = None if args.any_cpu else args.cpu
     load = {"start": list(os.getloadavg())}
@@ -228,7 +230,7 @@ def main() -> None:
           f"against {norms['nDCG@10_exact']:.4f}, top 10 changed on {norms['queries_whose_top10_changes']} of "
           f"{norms['queries']} queries")
     print(f"load average (1, 5, 15 min): start {load['start']}, end {load['end']}")
-    _bench.write_json(args.json, {"rows": rows, "ours_over_bm25s": ratios["seconds"], "ratios": ratios,
+    RESULT.write(args.json, {"rows": rows, "ours_over_bm25s": ratios["seconds"], "ratios": ratios,
                                   "goal": GOALS["seconds"], "goals": GOALS, "met": met,
                                   "tantivy": tantivy, "tantivy_goals": TANTIVY_GOALS, "tantivy_field_norms": norms,
                                   "load_average": load, "cores": len(os.sched_getaffinity(0)), "cpu": cpu})

@@ -32,6 +32,7 @@ import _bench
 import bench_faiss
 import bench_scale
 
+RESULT = _bench.JsonResult("scripts/bench_dense_sharded.py", ("documents", "real_documents", "queries", "dim"))
 DEPTH = 100
 # factory -> search setting (HNSW: efSearch; IVF: nprobe; Flat: exact), as scripts/bench_faiss.py measures them on
 # one index of 1M vectors; IVF's 1,024 lists suit the smallest shard measured here (39 training points a list,
@@ -95,6 +96,7 @@ def main() -> None:
     parser.add_argument("--work-dir", default=None, help="where a scratch folder of its own holds the vectors")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
 
     import distributed
 
@@ -130,7 +132,7 @@ def main() -> None:
            "command": f"OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_dense_sharded.py --embeddings EMB --docs "
                       f"{args.docs} --shards {' '.join(map(str, args.shards))} --workers {args.workers} "
                       "--json bench-results/dense-sharded.json"}
-    _bench.write_json(args.json, out)
+    RESULT.write(args.json, out)
 
 
 if __name__ == "__main__":

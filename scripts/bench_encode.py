@@ -35,6 +35,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_encode.py", ("rows", "ours_over_st", "max_abs_diff"))
 LOCK = Path(__file__).resolve().parents[1] / "models" / "base.lock.json"
 MAX_LENGTH = 256
 OUT = Path(tempfile.gettempdir()) / "bench_encode"  # embeddings, to check both agree
@@ -244,6 +245,7 @@ def main() -> None:
                         help="ours on glibc's malloc defaults too (the encode command keeps freed memory for reuse)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     from retrieval_lab.core.params import DenseParams
     from retrieval_lab.publishing.benchmarks import machine_info
 
@@ -281,7 +283,7 @@ def main() -> None:
         print(f"fastest: ours {race['ours']} against {race['peer']}: {race['ratio']:.2f}x "
               f"({'quality ' + ('judged' if race['judged'] else 'not measured: no --score')}); "
               f"backends in this environment: {race['backends']}")
-    _bench.write_json(args.json, result)
+    RESULT.write(args.json, result)
 
 
 def _fastest(rows: list[dict], ours_side: bool) -> list[dict]:

@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_faiss.py", ("documents", "real_documents", "queries", "dim"))
 DEPTH = 100
 # factory -> the search-time settings tried on one build (HNSW: efSearch; IVF: nprobe); Flat is the truth
 FACTORIES = [("Flat", [None]), ("HNSW32", [64, 256]), ("HNSW32,SQ8", [256]), ("IVF4096,Flat", [16, 64]),
@@ -121,6 +122,7 @@ def main() -> None:
                         help="where a scratch folder of its own holds the vectors (removed after; default: the system's)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
 
     import faiss
 
@@ -157,8 +159,7 @@ def main() -> None:
            "command": "OMP_NUM_THREADS=2 .venv/bin/python scripts/bench_faiss.py --embeddings EMB --docs "
                       f"{args.docs} --json bench-results/faiss-real.json"}
     scratch.cleanup()
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+    RESULT.write(args.json, out)
 
 
 if __name__ == "__main__":

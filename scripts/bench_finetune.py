@@ -41,6 +41,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_finetune.py", ("pairs", "rows", "ndcg10_differences"))
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "models" / "base.lock.json"
 FIELDS = ["title", "text"]
@@ -236,6 +237,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--json")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     overrides = SCIFACT_QUALITY if args.overrides is None else args.overrides
     triples = recipe_pairs(args.data, args.run, args.seed)
     shared = {"data": args.data, "run": args.run, "triples": triples, "seed": args.seed, "overrides": overrides}
@@ -248,7 +250,7 @@ def main() -> None:
         differences = {f"{mine} - {peer}": rows[mine]["nDCG@10"] - rows[peer]["nDCG@10"]
                        for mine in ("ours", "ours-query") for peer in ("recipe", "mnrl")
                        if mine in rows and peer in rows}
-        _bench.write_json(args.json, {"pairs": len(triples), "rows": list(rows.values()),
+        RESULT.write(args.json, {"pairs": len(triples), "rows": list(rows.values()),
                                       "ndcg10_differences": differences, "overrides": overrides,
                                       "args": {k: v for k, v in vars(args).items() if k != "json"}})
     print(_bench.markdown(list(rows.values()), ["contender", "steps", "train_seconds", "nDCG@10", "R@100", "AP@10"]))

@@ -64,6 +64,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_finetune_peers.py", ("overrides", "st", "machine", "rows"))
 ROOT = Path(__file__).resolve().parents[1]
 # the SciFact quality command's --set (docs/datasets.md; tests/scripts/test_bench_finetune_peers.py checks it)
 QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true", "train.epochs=3",
@@ -466,13 +467,14 @@ def main(argv: list[str] | None = None) -> dict:
     for option, parts in (("--merge", ns.merge), ("--reuse", ns.reuse)):  # the parts read are never written over
         if ns.json and Path(ns.json).resolve() in {Path(f).resolve() for f in parts or ()}:
             parser.error(f"--json {ns.json} is one of the {option} parts: it would be written over")
+    RESULT.check(ns)  # before any work: a bench may run for hours
     if ns.merge:
         import json
 
         pieces = [(f, json.loads(Path(f).read_text(encoding="utf-8"))) for f in ns.merge]
         evaluate = load_params(ns.params, pieces[0][1]["overrides"]).evaluate
         result = merge(pieces, evaluate.ci_level, evaluate.permutations, evaluate.seed)
-        _bench.write_json(ns.json, result)
+        RESULT.write(ns.json, result)
         print(_bench.markdown(result["summary"], ["contender", "seconds", "peak_mb"]))
         return result
     missing = [f"--{k.replace('_', '-')}" for k in ("dataset", "negatives", "base_embeddings", "test_qrels")
@@ -506,13 +508,13 @@ def main(argv: list[str] | None = None) -> dict:
             if name == "st-mnrl" and ns.st_lr in ns.tuned_lrs:  # st-mnrl-tuned's candidate at this rate, trained
                 args.setdefault("reuse", {})[seed] = [reusable(row)]
             print(f"{name} seed {seed}: {row['seconds']:.0f} s, peak {row['peak_mb']:.0f} MiB", flush=True)
-            _bench.write_json(ns.json, {**head, "rows": copy.deepcopy(rows), "finished": False})
+            RESULT.write(ns.json, {**head, "rows": copy.deepcopy(rows), "finished": False})
     result = {**head, "rows": rows, **score(ns.dataset, ns.test_qrels, rows, evaluate.ci_level, evaluate.permutations,
                                            evaluate.seed), "wall_seconds": time.perf_counter() - started,
               "finished": True}
     for r in rows:
         r.pop("run")  # a path in the scratch folder (or None: reused)
-    _bench.write_json(ns.json, result)
+    RESULT.write(ns.json, result)
     print(_bench.markdown(result["summary"], ["contender", "seconds", "peak_mb"]))
     for goal in result["goals"]:
         print(f"{goal['ours']} - {goal['best_peer']}: {goal['difference']:+.4f} [{goal['low']:+.4f}, "

@@ -19,6 +19,7 @@ import time
 import _bench
 import numpy as np
 
+RESULT = _bench.JsonResult("scripts/bench_metrics.py", ("rows", "ratio", "max_abs_diff_means"))
 GOAL = 1.0  # time ratio ours / pytrec_eval
 OURS_TO_TREC = {
     "Success@1": "success_1", "Success@10": "success_10", "R@10": "recall_10", "R@100": "recall_100",
@@ -94,6 +95,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--side", choices=["ours", "pytrec_eval"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     if args.side:
         print(json.dumps(measure_side(args.side, args.queries, args.depth, args.seed)))
         return 0
@@ -114,7 +116,7 @@ def main() -> int:
     if ours["peak_bytes"] is not None and trec["peak_bytes"]:
         print(f"peak memory ratio: {ours['peak_bytes'] / trec['peak_bytes']:.3f}")
     print(f"max |difference|: means {worst:.2e}, sampled per-query values {worst_q:.2e}")
-    _bench.write_json(args.json, {
+    RESULT.write(args.json, {
         "rows": [{"contender": side, "seconds": r["seconds"],
                   "peak_mb": None if r["peak_bytes"] is None else r["peak_bytes"] / 2**20, "means": r["means"]}
                  for side, r in results.items()],

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_page.py", ("setup", "runs", "measures", "page"))
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
@@ -151,6 +152,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write the figures here (e.g. bench-results/page.json)")
     args = parser.parse_args(argv)
+    RESULT.check(args)  # before any work: a bench may run for hours
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "page.html"
         built = build(args, path)
@@ -158,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"setup": {k: getattr(args, k) for k in ("queries", "depth", "docs", "words", "rounds")},
               "runs": 2, "measures": MEASURES, "page": built, "chromium": browsed.pop("chromium"),
               "cpus": os.cpu_count(), "chromium_ms": browsed}
-    _bench.write_json(args.json, result)
+    RESULT.write(args.json, result)
     print(json.dumps(result, indent=2))
     return result
 

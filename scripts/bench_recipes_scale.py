@@ -28,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import _bench
+
+RESULT = _bench.JsonResult("scripts/bench_recipes_scale.py", ("script", "sizes"))
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "docs" / "examples" / "recipes"
 
@@ -100,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[70, 1000])
     parser.add_argument("--json", default=None, help="write the results here")
     args = parser.parse_args(argv)
+    RESULT.check(args)  # before any work: a bench may run for hours
     sys.path.insert(0, str(EXAMPLE))
     import build_index
 
@@ -116,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
               "k10_p50_ms": large["k10"]["p50_ms"] / small["k10"]["p50_ms"]}
     report = {"script": "scripts/bench_recipes_scale.py", "sizes": results, f"ratio_{large['recipes']}_to_{small['recipes']}": ratios}
     text = json.dumps(report, indent=2) + "\n"
-    if args.json:
-        Path(args.json).write_text(text, encoding="utf-8")
+    RESULT.write(args.json, report)
     print(text, end="")
     return 0
 

@@ -45,6 +45,7 @@ from pathlib import Path
 import _bench
 import numpy as np
 
+RESULT = _bench.JsonResult("scripts/bench_scale.py", ("sizes", "queries"))
 VOCABULARY = 200_000
 DEPTH = 100
 METRICS_REPEATS = 5  # the metrics steps take a tenth of a second: each contender's fastest of 5
@@ -560,7 +561,7 @@ def msmarco_main(args) -> None:
     if args.tantivy:  # issue 55: ours <= 1.0x each tantivy analyzer's time and peak, in the same run
         out.update(tantivy_goals={"time_ratio": 1.0, "peak_ratio": 1.0}, repeats=args.repeats, load_average=load,
                    cpu=args.cpu)
-    _bench.write_json(args.json, out)
+    RESULT.write(args.json, out)
 
 
 # ----------------------------------------------------------------------------- driver
@@ -651,6 +652,7 @@ def main() -> None:
     parser.add_argument("--cpu", type=int, help="msmarco shape: the one CPU the processes of ours and the tantivy "
                         "peers run on, every thread of theirs (default: any)")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     if args.shape == "msmarco":
         msmarco_main(args)
         return
@@ -678,7 +680,7 @@ def main() -> None:
         for factory, row in out["faiss"]["rows"].items():
             print(f"FAISS {factory}: build {row['build_seconds']:.1f} s, {row['queries_per_second']:,.0f} q/s, "
                   f"recall@100 vs Flat {row['recall@100_vs_flat']:.3f}, peak {row['peak_mb']:,.0f} MiB")
-    _bench.write_json(args.json, out)
+    RESULT.write(args.json, out)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 import _bench
 import bench_scale
 
+RESULT = _bench.JsonResult("scripts/bench_sharded.py", ("documents", "queries", "depth", "single_index"))
 
 def _peak_mb() -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -117,6 +118,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     with tempfile.TemporaryDirectory(prefix="bench-sharded-") as tmp:
         folder = bench_scale.write_collection(Path(tmp) / "beir", args.docs, args.queries, args.seed,
                                               bench_scale.MSMARCO)
@@ -133,7 +135,7 @@ def main() -> None:
            "sharded": rows, "machine": bench_scale.machine()}
     print(f"single index: build {reference['build_seconds']:.1f} s, search {reference['search_seconds']:.1f} s, "
           f"peak {reference['peak_mb']:.0f} MiB")
-    _bench.write_json(args.json, out)
+    RESULT.write(args.json, out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_train.py", ("rows", "ratio", "goal", "args"))
 LOCK = Path(__file__).resolve().parents[1] / "models" / "base.lock.json"
 GOAL = 1.1  # time ratio ours / sentence-transformers
 
@@ -149,6 +150,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results here")
     ns = parser.parse_args()
+    RESULT.check(ns)  # before any work: a bench may run for hours
     from retrieval_lab.core.params import DenseParams
 
     DenseParams(device=ns.device)  # checked as params.yaml's would be
@@ -158,7 +160,7 @@ def main() -> None:
     print(_bench.markdown(rows, ["contender", "device", "seconds", "rounds", "loss", "peak_mb", "peak_kind"]))
     print(f"time ratio ours / sentence-transformers: {ratio:.3f} "
           f"(goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'})")
-    _bench.write_json(ns.json, {"rows": rows, "ratio": ratio, "goal": GOAL, "args": args})
+    RESULT.write(ns.json, {"rows": rows, "ratio": ratio, "goal": GOAL, "args": args})
 
 
 if __name__ == "__main__":

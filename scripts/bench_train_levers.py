@@ -32,6 +32,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_train_levers.py", ("rows", "rounds", "max_length", "threads"))
 LOCK = Path(__file__).resolve().parents[1] / "models" / "base.lock.json"
 LEVERS = {  # name -> (bf16, chunk, batch, compile)
     "fp32": (False, 32, 32, False),
@@ -152,11 +153,12 @@ def main() -> None:
                         help="leave glibc's malloc at its defaults (the train stage keeps freed memory for reuse)")
     parser.add_argument("--json")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     result = run(args.data, args.levers, args.rounds, args.max_length, args.seed, args.glibc_defaults)
     print(_bench.markdown(result["rows"], ["lever", "seconds_per_32", "x_fp32", "warm_up_seconds", "rounds"]))
     print(f"freed memory kept for reuse: {result['kept_freed_memory']}; load average before {result['load_before']}, "
           f"after {result['load_after']}; {result['threads']} threads; {result['wall_seconds']:.0f} s")
-    _bench.write_json(args.json, {**result, "args": vars(args)})
+    RESULT.write(args.json, {**result, "args": vars(args)})
 
 
 if __name__ == "__main__":

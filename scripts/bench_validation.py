@@ -26,6 +26,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/bench_validation.py", ("unions",))
 ROOT = Path(__file__).resolve().parents[1]
 QUALITY = ["train.positives_per_query=1", "train.positives_at_least=true", "train.epochs=3",
            "train.schedule=constant", "train.warmup_ratio=0", "train.patience=2", "train.bf16=true",
@@ -156,11 +157,12 @@ def main() -> None:
     parser.add_argument("--sizes-only", action="store_true", help="only the unions' sizes, from the base embeddings")
     parser.add_argument("--json")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     overrides = QUALITY if args.overrides is None else args.overrides
     if args.sizes_only:
         result = union_sizes(args.dataset, args.base_embeddings, args.candidates, overrides)
         print(result)
-        _bench.write_json(args.json, result)
+        RESULT.write(args.json, result)
         return
     result = run(args.dataset, args.negatives, args.base_embeddings,
                  overrides, args.candidates, args.variant)
@@ -168,7 +170,7 @@ def main() -> None:
           + ", ".join(f"top-{n} union {result['selection'][str(n)]} ({result['unions'][str(n)]['documents']} docs, "
                       f"{result['unions'][str(n)]['encode_seconds']:.0f} s)" for n in args.candidates)
           + f"; {result['seconds_per_step']:.1f} s a step; load {result['load_before']} -> {result['load_after']}")
-    _bench.write_json(args.json, result)
+    RESULT.write(args.json, result)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,6 @@ the report then says the CUDA calls were not made. Prints a short report; ``--js
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import subprocess
@@ -39,8 +38,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import _bench
 import numpy as np
 
+RESULT = _bench.JsonResult("scripts/check_gpu.py", ("device", "cuda", "gpus", "torch"))
 ROOT = Path(__file__).resolve().parents[1]
 SCIFACT = ROOT / ".." / "shared" / "data" / "scifact"
 LOCK = ROOT / "models" / "base.lock.json"
@@ -326,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-steps", type=int, default=20, help="steps of each trainer in the peers check")
     parser.add_argument("--json")
     args = parser.parse_args(argv)
+    RESULT.check(args)  # before any work: a bench may run for hours
     from retrieval_lab.core.errors import InputError
 
     try:
@@ -334,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check_gpu: {exc}")
         return 2
     print(format_report(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    RESULT.write(args.json, report)
     return 0 if report.get("passed") else 1
 
 

@@ -20,6 +20,7 @@ import random
 import _bench
 from choose_int8_group import BOUND, decide, val_means
 
+RESULT = _bench.JsonResult("scripts/choose_int8_calibration.py", ("reference", "rows", "bound", "chosen"))
 CANDIDATES = ("support", "support-half", "dataset-300")
 
 
@@ -56,11 +57,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--candidates", nargs="+", choices=CANDIDATES, default=list(CANDIDATES))
     parser.add_argument("--json")
     args = parser.parse_args(argv)
+    RESULT.check(args)  # before any work: a bench may run for hours
     reference = _bench.isolated(val_means, args.dataset, "torch", False)
     rows = [_bench.isolated(static_means, args.dataset, c) for c in args.candidates]
     decide(reference, rows, choose, ["runtime", "bf16", "calibration", "texts", "nDCG@10", "gap", "R@100"],
            f"the first calibration within {BOUND} of fp32",
-           "no calibration is within the bound: openvino_int8_static loses quality here", args.json, args.dataset)
+           "no calibration is within the bound: openvino_int8_static loses quality here", args.json, args.dataset, RESULT)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import _bench
 
+RESULT = _bench.JsonResult("scripts/choose_int8_group.py", ("reference", "rows", "bound", "chosen"))
 LOCK = Path(__file__).resolve().parents[1] / "models" / "base.lock.json"
 BOUND = 0.002  # bench_encode.py's NDCG_BOUND: the same fidelity to fp32, here on validation
 MAX_LENGTH, BATCH = 256, 64
@@ -53,7 +54,7 @@ def choose(reference: dict, rows: list[dict], bound: float = BOUND) -> int | Non
 
 
 def decide(reference: dict, rows: list[dict], choose, columns: list[str], rule: str, refusal: str,
-           json_path: str | None, dataset: str):
+           json_path: str | None, dataset: str, result: _bench.JsonResult = RESULT):
     """Each row's gap to the reference, the choice, the table and the JSON; SystemExit(refusal) when nothing is
     within the bound (after the JSON is written: what was measured is kept)."""
     for row in rows:
@@ -61,8 +62,8 @@ def decide(reference: dict, rows: list[dict], choose, columns: list[str], rule: 
     chosen = choose(reference, rows)
     print(_bench.markdown([reference, *rows], columns))
     print(f"\nvalidation ({reference['queries']} queries): {rule}: {chosen}")
-    _bench.write_json(json_path, {"reference": reference, "rows": rows, "bound": BOUND, "chosen": chosen,
-                                  "dataset": dataset})
+    result.write(json_path, {"reference": reference, "rows": rows, "bound": BOUND, "chosen": chosen,
+                             "dataset": dataset})
     if chosen is None:
         raise SystemExit(refusal)
     return chosen
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--groups", type=int, nargs="+", default=[32, 128, 384])
     parser.add_argument("--json")
     args = parser.parse_args(argv)
+    RESULT.check(args)  # before any work: a bench may run for hours
     reference = _bench.isolated(val_means, args.dataset, "torch", False)
     rows = [_bench.isolated(val_means, args.dataset, "openvino_int8", True, g) for g in args.groups]
     decide(reference, rows, choose, ["runtime", "bf16", "group", "nDCG@10", "R@100"],

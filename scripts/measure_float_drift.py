@@ -22,10 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import _bench
 import yaml
 
 from retrieval_lab.reproducibility import EXACT_STAGES, MEASURE_TOLERANCE, drift
 
+RESULT = _bench.JsonResult(
+    "scripts/measure_float_drift.py", ("isa", "threads", "outputs_changed", "exact_outputs_changed"))
 ROOT = Path(__file__).resolve().parents[1]
 ISA = {  # name -> the variables that cap each library's kernels at that instruction set
     "native": {},
@@ -48,6 +51,7 @@ def main() -> int:
     parser.add_argument("--dataset", default="support")
     parser.add_argument("--json", help="write the result here")
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
 
     env = {**os.environ, **ISA[args.isa], "DVC_NO_ANALYTICS": "1",
            "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
@@ -67,8 +71,7 @@ def main() -> int:
               "outputs_changed": changed, "exact_outputs_changed": exact_changed,
               "largest_measure_drift": largest, "tolerance": MEASURE_TOLERANCE, "beyond_tolerance": problems}
     print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    RESULT.write(args.json, result)
     return 1 if exact_changed or problems else 0
 
 

@@ -9,12 +9,14 @@ output of the command is passed through unchanged.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import subprocess
 import sys
 import time
 
+import _bench
+
+RESULT = _bench.JsonResult("scripts/time_repro.py", ("command", "total_seconds", "stages", "returncode"))
 STAGE = re.compile(r"Running stage '([^']+)'")
 
 
@@ -23,6 +25,7 @@ def main() -> int:
     parser.add_argument("--json", help="write {stage: seconds, ...} here")
     parser.add_argument("command", nargs="*", default=["dvc", "repro"])
     args = parser.parse_args()
+    RESULT.check(args)  # before any work: a bench may run for hours
     start = current_start = time.perf_counter()
     current, seconds = None, {}
     proc = subprocess.Popen(args.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
@@ -42,10 +45,7 @@ def main() -> int:
     print(f"\nwhere the time went ({total:.0f} s in all):")
     for stage, s in sorted(seconds.items(), key=lambda kv: -kv[1]):
         print(f"  {stage:32s} {s:8.1f} s  {s / total:6.1%}")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"command": args.command, "total_seconds": total, "stages": seconds, "returncode": rc}, fh,
-                      indent=2)
+    RESULT.write(args.json, {"command": args.command, "total_seconds": total, "stages": seconds, "returncode": rc})
     return rc
 
 
