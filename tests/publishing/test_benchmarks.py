@@ -374,6 +374,16 @@ def test_a_partial_peers_bench_never_judges_the_goal():
     assert "**Partial**: 5 of the 5 contenders, 1 of 3 seeds. The goal" in one_seed
 
 
+def test_a_time_half_across_sessions_is_shown_not_judged():
+    # a merge whose ours and best peer ran in different parts leaves the time half unjudged (time_met None)
+    # and the goal not met, though 0.5x would pass: the page says which, never "time no" or "yes"
+    peers = _peers(list(benchmarks.PEER_NAMES), [42, 43, 44])
+    peers["goals"][0].update(time_same_session=False, time_met=None, met=False)
+    md = "\n".join(benchmarks.peers_lines(peers, "bench-results"))
+    assert _rows(md, "ours-hard", "st-mnrl")[0][-2:] == [
+        "quality yes, time not judged (ours and the peer ran in different sessions)", "**no**"]
+
+
 def test_the_backend_run_has_its_own_heading_and_command():
     backend = _peers(["st-backend", "ours-hard"], [42])
     md = "\n".join(benchmarks.finetune_section(None, "bench-results", None, backend))

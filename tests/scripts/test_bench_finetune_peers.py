@@ -109,8 +109,18 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     whole = piece(rows[:5])
     merged = bench.merge([("b.json", piece(rows[2:5])), ("a.json", piece(rows[:2]))], 0.95, 200, 5)
     assert [(r["contender"], r["seed"]) for r in merged["rows"]] == [(r["contender"], 42) for r in rows[:5]]
-    for key in ("summary", "comparisons", "family", "goals", "strata"):
+    for key in ("summary", "comparisons", "family", "strata"):
         assert merged[key] == whole[key], key
+    # ours and every peer in other parts: each goal's time half compares two sessions' hosts, and is not judged
+    assert [g["time_same_session"] for g in whole["goals"]] == [True, True]
+    assert merged["goals"] == [{**g, "time_same_session": False, "time_met": None, "met": False}
+                               for g in whole["goals"]]
+    # ours with the best peer in one part: judged as in one run, whatever part the other peers ran in
+    best = whole["goals"][0]["best_peer"]
+    assert {g["best_peer"] for g in whole["goals"]} == {best}
+    together = [r for r in rows[:5] if r["contender"] in {"ours-hard", "ours-query", best}]
+    apart = [r for r in rows[:5] if r not in together]
+    assert bench.merge([("b.json", piece(apart)), ("a.json", piece(together))], 0.95, 200, 5)["goals"] == whole["goals"]
     assert [p["file"] for p in merged["pieces"]] == ["b.json", "a.json"] and merged["seeds"] == [42]
     assert [p["date"] for p in merged["pieces"]] == ["2026-12-05"] * 2  # each part's own date, rendered beside its command
     refusals = {"a.json: ours-hard seed 42 is in an earlier piece too": [piece(rows[:2]), piece(rows[:3])],

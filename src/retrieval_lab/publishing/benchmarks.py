@@ -677,9 +677,16 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND, out
                    "<= 0.8x | met? |"), "|---|---|---:|---|---:|---|---|"]
     for g in peers["goals"]:
         met = "not judged (partial)" if partial else "yes" if g["met"] else "**no**"
+        # time_met None: ours and the peer ran in different sessions, whose hosts' speeds differ (bench_finetune_peers)
+        time = ("not judged (ours and the peer ran in different sessions)" if g["time_met"] is None
+                else "yes" if g["time_met"] else "no")
         lines.append(f"| {g['ours']} | {g['best_peer']} | {g['difference']:+.4f} | [{g['low']:+.4f}, "
                      f"{g['high']:+.4f}] | {g['time_ratio']:.2f}x | quality {'yes' if g['quality_met'] else 'no'}, "
-                     f"time {'yes' if g['time_met'] else 'no'} | {met} |")
+                     f"time {time} | {met} |")
+    if pieces:
+        lines += ["", ("Times are compared within one part, one session: two hosts with the same CPU record ran a "
+                       "training step at speeds further apart than the goal's margin ([Lab notes](lab-notes.md#the-test-commands-time)), "
+                       "so a goal whose ours and best peer ran in different parts leaves its time half not judged.")]
     return lines
 
 
