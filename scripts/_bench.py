@@ -9,8 +9,8 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 SCIFACT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "scifact"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -149,9 +149,10 @@ def _refuse_unless_own(path: str, keys: tuple[str, ...], script: str) -> None:
                      f"{', '.join(keys)}); choose another --json")
 
 
-@dataclass(frozen=True)
-class JsonResult:
-    """A script's --json: ``script`` writes a JSON object holding ``keys``, by which it knows its own."""
+class JsonResult(NamedTuple):
+    """A script's --json: ``script`` writes a JSON object holding ``keys``, by which it knows its own. (A
+    NamedTuple, not a dataclass: tests/browser.py loads this module without registering it in sys.modules,
+    where a dataclass looks its module up.)"""
 
     script: str
     keys: tuple[str, ...]

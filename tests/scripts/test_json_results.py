@@ -132,3 +132,15 @@ def test_every_script_with_a_json_option_is_covered():
     written = {p.stem for p in (REPO / "scripts").glob("*.py") if 'add_argument("--json"' in p.read_text(encoding="utf-8")}
     assert written == set(SCRIPTS)
     assert "write_json(" not in (REPO / "scripts" / "_bench.py").read_text(encoding="utf-8")
+
+
+def test_the_module_loads_as_the_browser_tests_load_it(monkeypatch):
+    """tests/browser.py executes scripts/_bench.py without registering it in sys.modules (a class that looks its
+    module up there, a dataclass, broke every browser test of a fresh clone's suite): it must load so."""
+    import importlib.util
+
+    monkeypatch.delitem(sys.modules, "_bench", raising=False)
+    spec = importlib.util.spec_from_file_location("_bench", REPO / "scripts" / "_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.JsonResult("scripts/x.py", KEYS).keys == KEYS and "_bench" not in sys.modules
