@@ -430,8 +430,9 @@ def _goal(ours_name: str, comparisons: list[dict], times: dict,
     on nDCG@10, all claims, must lie below +0.01 (ours' lower bound above -0.01), at <= 0.8x its time.
 
     The time half is judged only when ours and that peer ran each seed in the same session (the same part of a
-    merge): two hosts of one CPU record ran a training step 1.56x apart (docs/lab-notes.md, 2026-12-07), more
-    than the goal's margin. Otherwise ``time_met`` is None, not judged, and the goal is not met."""
+    merge): one machine of a type ran a training step 1.56x slower than another of it, 1.22x slower than itself
+    an hour later (docs/lab-notes.md, 2026-12-07), more than the goal's margin. Otherwise ``time_met`` is None,
+    not judged, and the goal is not met."""
     rows = [c for c in comparisons if c["ours"] == ours_name and c["measure"] == "nDCG@10" and c["stratum"] == "all"]
     if not rows:
         return None

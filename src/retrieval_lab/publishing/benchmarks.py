@@ -684,9 +684,10 @@ def peers_lines(peers: dict, results_dir: str, command: str = PEERS_COMMAND, out
                      f"{g['high']:+.4f}] | {g['time_ratio']:.2f}x | quality {'yes' if g['quality_met'] else 'no'}, "
                      f"time {time} | {met} |")
     if pieces:
-        lines += ["", ("Times are compared within one part, one session: two hosts with the same CPU record ran a "
-                       "training step at speeds further apart than the goal's margin ([Lab notes](lab-notes.md#the-test-commands-time)), "
-                       "so a goal whose ours and best peer ran in different parts leaves its time half not judged.")]
+        lines += ["", ("Times are compared within one part, one session: machines of one type ran the same training "
+                       "step at speeds further apart, from one session or hour to the next, than the goal's margin "
+                       "([Lab notes](lab-notes.md#the-test-commands-time)), so a goal whose ours and best peer ran in "
+                       "different parts leaves its time half not judged.")]
     return lines
 
 
