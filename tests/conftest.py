@@ -73,28 +73,35 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     stop_all()
 
 
-# Tests whose model work runs on torch's threads, every core: while the first clean run holds one core they get
-# the other only, so they go after the one-thread tests, by when that run is done.
+# Tests whose model work runs on torch's threads, every core. They go after the pipeline tests, which run DVC
+# commands one after another on one core beside the second clean run (``pipeline_fixtures.LOW_PRIORITY``):
+# before, the pipeline tests came last, alone, with one core idle for their last 90 s (2026-12-07, 2-core Zen 3).
 THREADED_TESTS = ("tests/training/", "tests/runtimes/", "tests/test_encoder.py", "tests/commands/test_encode.py",
                   "tests/scripts/test_check_gpu.py", "tests/scripts/test_bench_finetune_peers.py",
                   "tests/scripts/test_bench_encode.py", "tests/scripts/test_bench_train_levers.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that wait for a pipeline run go last (in their order), so every other test overlaps the runs.
-
-    Those waiting for the second run go after those needing only the first, which is ready sooner. Before them
-    all, the :data:`THREADED_TESTS`.
+    """The one-thread tests first, overlapping the pipeline runs; then the tests that wait for the first run,
+    then the :data:`THREADED_TESTS`, and last those waiting for the second run or SciFact's encode (ready
+    latest). The order within each group is kept.
     """
     def rank(item: pytest.Item) -> int:
         names = set(getattr(item, "fixturenames", ()))
         if names & {"second_pipeline_run", "scifact_base_encoding"}:
             return 3
         if "built_pipeline" in names:
-            return 2
-        return 1 if item.nodeid.startswith(THREADED_TESTS) else 0
+            return 1
+        return 2 if item.nodeid.startswith(THREADED_TESTS) else 0
 
-    items.sort(key=rank)  # stable: the order within each group is kept
+    items.sort(key=rank)  # stable
+
+
+def _after(first: Background | None, fn, *args):
+    """``fn(*args)`` once ``first`` (if any) has ended (``pipeline_fixtures.LOW_PRIORITY`` says why)."""
+    if first is not None:
+        first.wait()
+    return fn(*args)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -112,7 +119,8 @@ def _pipeline_runs(request, tmp_path_factory) -> dict[str, Background]:
         runs["built_pipeline"] = early or Background(build_pipeline, tmp_path_factory.mktemp("pipeline") / "repo")
     if "second_pipeline_run" in wanted:
         second = clone_working_tree(tmp_path_factory.mktemp("second") / "repo")
-        runs["second_pipeline_run"] = Background(second_run_killed_and_recovered, second, stage_graph(second))
+        runs["second_pipeline_run"] = Background(_after, runs.get("built_pipeline"), second_run_killed_and_recovered,
+                                                 second, stage_graph(second))
     if ("scifact_base_encoding" in wanted and (SCIFACT / "corpus.jsonl").exists()
             and scifact_encode_skip_reason(request.config.getoption("scifact_fp32")) is None):
         runs["scifact_base_encoding"] = Background(encode_in_background, SCIFACT,
