@@ -52,8 +52,8 @@ NOT_REPEATED_KINDS = ("train", "retrieve-ft", "evaluate-ft", "fuse", "evaluate-f
 # The second run (about 35 s of one core) starts when the first has ended: until then the one-thread tests
 # and the first run keep both cores busy, and after it the pipeline tests (DVC commands one after another)
 # and the threaded tests use 1.2 to 1.4 cores, so it takes what they leave (2-core Zen 3, 2026-12-07: both
-# cores busy until about 380 s of 630; the suite 638 s and 630 s before, 591 s with this and the order of
-# conftest.pytest_collection_modifyitems).
+# cores busy until about 380 s; in the main checkout the suite took 638 s before, 610 s and 630 s with the
+# order of conftest.pytest_collection_modifyitems alone, 591 s with both; docs/lab-notes.md).
 # Whatever ends last runs alone: the second run must keep one thread (its bytes are compared with the
 # first run's), so it goes before the encode, which may use every core and so leaves none idle at the
 # end (on one thread it ran alone for the suite's last 100 s with one of the 2 cores idle). The encode
