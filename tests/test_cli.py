@@ -3,6 +3,7 @@ command keeps freed memory for reuse."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import resource
@@ -40,6 +41,29 @@ def test_help_lists_every_command_once_in_its_group(capsys, monkeypatch):
         with pytest.raises(SystemExit) as info:
             cli.main([name, "--help"])
         assert info.value.code == 0 and capsys.readouterr().out.startswith(f"usage: retrieval-lab {name} ")
+
+
+def _commands_of(parser) -> dict:
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_a_command_is_parsed_by_its_own_parser_alone_with_the_full_parsers_options_and_help(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "100")
+    full = _commands_of(cli.build_parser())
+    for name in cli.COMMANDS:
+        alone = _commands_of(cli.build_parser(name))
+        assert list(alone) == [name]
+        assert alone[name].format_help() == full[name].format_help(), name
+    built = []
+    real = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda command=None: built.append(command) or real(command))
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "--help"])
+    with pytest.raises(SystemExit) as info:
+        cli.main(["evaluat"])  # not a command: the full parser, whose error lists every command
+    assert built == ["evaluate", None] and info.value.code == 2
+    err = capsys.readouterr().err
+    assert all(f"'{name}'" in err for name in cli.COMMANDS), err
 
 
 def test_the_pipeline_group_is_exactly_what_dvc_yaml_runs():
@@ -108,7 +132,7 @@ def test_every_command_keeps_freed_memory_before_it_starts(monkeypatch):
 
     calls = []
 
-    def parser():
+    def parser(command=None):
         calls.append("parse")
         raise Parsed
 

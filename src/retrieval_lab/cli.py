@@ -84,7 +84,9 @@ def _listing(helps: dict[str, str], width: int) -> str:
     return "\n".join(rows)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser: every command, or ``command``'s alone (what :func:`main` parses when its first word names
+    one: the others' options cost about 15 ms a call, and the tests call :func:`main` thousands of times)."""
     parser = argparse.ArgumentParser(prog="retrieval-lab", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
@@ -93,13 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     for title, commands in GROUPS.items():
         helps = {}
         for name, module_name in commands.items():
+            if command is not None and name != command:
+                continue
             module = importlib.import_module(f"retrieval_lab.commands.{module_name}")
             # no help=: argparse would list every command in one block; the groups list them instead
-            command = sub.add_parser(name, description=module.HELP)
-            module.configure(command)
-            command.set_defaults(_run=module.run, _paths=module.PATHS)
+            subparser = sub.add_parser(name, description=module.HELP)
+            module.configure(subparser)
+            subparser.set_defaults(_run=module.run, _paths=module.PATHS)
             helps[name] = module.HELP
-        parser.add_argument_group(title, _listing(helps, width))
+        if command is None:  # the listing shows in the top-level help only
+            parser.add_argument_group(title, _listing(helps, width))
     return parser
 
 
@@ -132,7 +137,8 @@ def _quiet_stdout() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     REPLACED.clear()  # in one process (tests) several commands run: the message names this one's outputs
     code = 2  # an error's exit; 130 for an interrupt, as a shell reports SIGINT
     try:

@@ -104,7 +104,7 @@ def _setup(command: str, argv: list[str] | None = None) -> tuple[list[str], guar
     and every input of the command's built arguments (or of ``argv``)."""
     Path("params.yaml").write_text("# every section at its default\n", encoding="utf-8")
     argv = base_argv(command) if argv is None else argv
-    args = cli.build_parser().parse_args([command, *argv])
+    args = cli.build_parser(command).parse_args([command, *argv])
     f = guard.found(args._paths, args)
     _materialize(f)
     return argv, guard.found(args._paths, args)  # again: an input that is a folder now is one
@@ -299,7 +299,7 @@ def test_a_file_output_replaces_only_a_file_of_its_own_kind(case, samples, tmp_p
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content)
         if words is None:  # what a previous run of this command wrote there: the guard lets it be replaced
-            args = cli.build_parser().parse_args([command, *argv])
+            args = cli.build_parser(command).parse_args([command, *argv])
             guard.check(guard.found(args._paths, args))
             continue
         before = _snapshot(work)
