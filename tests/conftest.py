@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -95,6 +96,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return 2 if item.nodeid.startswith(THREADED_TESTS) else 0
 
     items.sort(key=rank)  # stable
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (torch, transformers, DVC: about 500,000 objects) lives to the end: frozen, the
+    cyclic garbage collector no longer walks it at every full collection, and the sentence-transformers
+    trainer asks for one at each start (accelerate's ``free_memory``). 2026-12-07, four test files: 10.9 s of
+    collections without, 4.7 s with."""
+    gc.collect()
+    gc.freeze()
 
 
 def _after(first: Background | None, fn, *args):
