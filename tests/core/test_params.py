@@ -465,3 +465,25 @@ def test_run_names_differing_only_in_case_are_refused(tmp_path, monkeypatch, ove
     with pytest.raises(InputError) as info:
         load_params(None, overrides)
     assert info.value.field == field and f"({other!r}: names differing only in case" in str(info.value)
+
+
+def test_a_text_parsed_again_is_not_parsed_twice_and_each_caller_gets_its_own_value(monkeypatch):
+    from retrieval_lab.core import params_file
+
+    made = []
+    real = params_file._Loader
+    monkeypatch.setattr(params_file, "_Loader", lambda text: made.append(text) or real(text))
+    monkeypatch.setattr(params_file, "_PARSED", {})
+    text = "train:\n  lr: 5e-5\n  fields: [title, text]\nshared: &a {k: 1}\nagain: *a\n"
+    first = params_file.parse_yaml(text)
+    first["train"]["fields"].append("mutated")
+    second = params_file.parse_yaml(text)
+    assert made == [text]  # the second from the memo
+    assert second == {"train": {"lr": 5e-5, "fields": ["title", "text"]}, "shared": {"k": 1}, "again": {"k": 1}}
+    assert second["shared"] is second["again"]  # an alias stays one object, as in a parse
+    # a text that fails is parsed (and refused) each time, naming each call's source
+    bad = "a: 1\na: 2\n"
+    for _ in range(2):
+        with pytest.raises(params_file.DuplicateKeyError):
+            params_file.parse_yaml(bad, "p.yaml")
+    assert made == [text, bad, bad]

@@ -8,6 +8,7 @@ command line and the pipeline cannot drift apart.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 import types
@@ -149,16 +150,28 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9
                               list("-+0123456789"))
 
 
+# text -> its value, for a text parsed again in one process: each in-process load of params.yaml parses the same
+# 8 KB (24 ms in PyYAML's Python parser, a copy of the value 0.2 ms), and the tests load it thousands of times.
+# A text that fails is parsed again each time, so its error names each call's source.
+_PARSED: dict[str, Any] = {}
+_PARSED_TEXT_MAX, _PARSED_ENTRIES = 1 << 16, 256
+
+
 def parse_yaml(text: str, source: str | None = None):
     """YAML as params take it: safe tags only, no key twice in one mapping (:class:`DuplicateKeyError`), no
     integer too long to convert (an :class:`InputError` naming ``source``, its line and key)."""
+    if text in _PARSED:
+        return copy.deepcopy(_PARSED[text])  # the caller's own value, as a parse gives
     loader = _Loader(text)  # a SafeLoader
     try:
         node = loader.get_single_node()
         check_yaml_numbers(node, source)
-        return None if node is None else loader.construct_document(node)
+        value = None if node is None else loader.construct_document(node)
     finally:
         loader.dispose()
+    if len(text) <= _PARSED_TEXT_MAX and len(_PARSED) < _PARSED_ENTRIES:
+        _PARSED[text] = copy.deepcopy(value)
+    return value
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
