@@ -3,7 +3,6 @@ command keeps freed memory for reuse."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import resource
@@ -13,6 +12,7 @@ import sys
 import pytest
 import yaml
 from beir_fixtures import REPO
+from command_runner import subcommand_parsers
 
 from retrieval_lab import cli
 
@@ -43,15 +43,11 @@ def test_help_lists_every_command_once_in_its_group(capsys, monkeypatch):
         assert info.value.code == 0 and capsys.readouterr().out.startswith(f"usage: retrieval-lab {name} ")
 
 
-def _commands_of(parser) -> dict:
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-
-
 def test_a_command_is_parsed_by_its_own_parser_alone_with_the_full_parsers_options_and_help(monkeypatch, capsys):
     monkeypatch.setenv("COLUMNS", "100")
-    full = _commands_of(cli.build_parser())
+    full = subcommand_parsers(cli.build_parser())
     for name in cli.COMMANDS:
-        alone = _commands_of(cli.build_parser(name))
+        alone = subcommand_parsers(cli.build_parser(name))
         assert list(alone) == [name]
         assert alone[name].format_help() == full[name].format_help(), name
     built = []

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 import pytest
+from command_runner import subcommand_parsers
 from kind_samples import checkpoint_sample, hostile, make_samples
 
 from retrieval_lab import cli
@@ -27,13 +28,7 @@ USER_TEXT = b"the user's own bytes\n"
 EXTRA = {"compare": ["--runs", "bm25", "dense"]}  # optional words that bring derived inputs: compare's runs
 
 
-def _subparsers() -> dict[str, argparse.ArgumentParser]:
-    parser = cli.build_parser()
-    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(action.choices)
-
-
-SUBPARSERS = _subparsers()
+SUBPARSERS = subcommand_parsers(cli.build_parser())
 
 
 def _paths(command: str) -> guard.Paths:
