@@ -43,6 +43,24 @@ def timed(fn) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
+def host_speed(additions: int = 20_000_000, matmul_size: int = 1024) -> dict:
+    """How fast this host runs now, beside a long bench's rows: the CPU seconds of ``additions`` additions in a
+    pure-Python loop (process time: a share of a busy core does not count) and the best GFLOP/s of five float32
+    ``matmul_size``-square matmuls on numpy's threads. One machine ran the same training step 1.56x slower in one
+    hour than in another (docs/lab-notes.md): a wall time compares with another only where these were close."""
+    import numpy as np
+
+    cpu = time.process_time()
+    total = 0
+    for i in range(additions):
+        total += i
+    loop = time.process_time() - cpu
+    a = np.random.default_rng(0).standard_normal((matmul_size, matmul_size), dtype=np.float32)
+    best = min(timed(lambda: a @ a)[0] for _ in range(5))
+    return {"additions": additions, "loop_cpu_s": round(loop, 3),
+            "matmul_gflops": round(2 * matmul_size ** 3 / best / 1e9, 1)}
+
+
 def timed_cpu(fn) -> tuple[float, float, object]:
     """(wall seconds, CPU seconds of the whole process: every thread's, result)."""
     start, cpu = time.perf_counter(), time.process_time()

@@ -511,9 +511,10 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.perf_counter()
     for seed in ns.seeds:  # a seed's contenders back to back: the load of other jobs falls on all alike
         for name in ns.only:
-            load = os.getloadavg()
+            load, speed = os.getloadavg(), _bench.host_speed()
             row = _bench.isolated(contend, args, name, seed)
             row["load_before"], row["load_after"] = load, os.getloadavg()
+            row["host_speed_before"], row["host_speed_after"] = speed, _bench.host_speed()
             if row.get("run", "") is None:  # an earlier part's candidate won: its measured test values
                 row["per_query"] = copy.deepcopy(earlier[seed][0][1]["per_query"])
             rows.append(row)
