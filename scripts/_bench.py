@@ -57,7 +57,7 @@ def host_speed(additions: int = 20_000_000, matmul_size: int = 1024) -> dict:
     loop = time.process_time() - cpu
     a = np.random.default_rng(0).standard_normal((matmul_size, matmul_size), dtype=np.float32)
     best = min(timed(lambda: a @ a)[0] for _ in range(5))
-    return {"additions": additions, "loop_cpu_s": round(loop, 3),
+    return {"additions": additions, "loop_cpu_s": round(loop, 6),
             "matmul_gflops": round(2 * matmul_size ** 3 / best / 1e9, 1)}
 
 
