@@ -50,12 +50,13 @@ def _finish(name: str, dataset, work, base: float) -> dict:
     from retrieval_lab.metrics import measure_run
     from retrieval_lab.runs import write_run
 
-    def with_write():
-        run = work()
-        write_run(Path(tempfile.mkdtemp()) / "run.trec", run, name, DEPTH)
-        return run
+    with tempfile.TemporaryDirectory(prefix="bench-bm25-") as scratch:  # removed after, outside the timed call
+        def with_write():
+            run = work()
+            write_run(Path(scratch) / "run.trec", run, name, DEPTH)
+            return run
 
-    seconds, cpu_seconds, run = _bench.timed_cpu(with_write)
+        seconds, cpu_seconds, run = _bench.timed_cpu(with_write)
     return {"contender": name, "seconds": seconds, "cpu_seconds": cpu_seconds, "peak_mb": _bench.peak_mb(), "base_mb": base,
             "nDCG@10": measure_run(dataset.qrels["test"], run, ["nDCG@10"]).means["nDCG@10"]}
 

@@ -66,3 +66,25 @@ def test_the_json_holds_the_goals_against_bm25s_and_each_tantivy(bench, folder, 
     # every contender bound to the first usable CPU (the field norms, untimed, to none); CPU seconds recorded
     assert bound == [min(os.sched_getaffinity(0))] * 8 + [None] and result["cpu"] == bound[0]
     assert all(row["cpu_seconds"] > 0 for row in rows.values())
+
+
+def test_a_contender_leaves_no_run_file_behind(bench, folder, tmp_path, monkeypatch):
+    """Each contender writes its run, as a user would, into a scratch folder it removes: the suite once left one
+    folder in the system's temporary directory per contender and run."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    written = []
+    real = bench._bench.timed_cpu
+
+    def spying(fn):
+        done = real(fn)
+        written.extend((p.name, p.stat().st_size) for p in scratch.rglob("run.trec"))
+        return done
+
+    monkeypatch.setattr(bench._bench, "timed_cpu", spying)
+    bench.ours(str(folder))
+    assert [name for name, _ in written] == ["run.trec"] and written[0][1] > 0
+    assert list(scratch.iterdir()) == []
