@@ -39,8 +39,11 @@ glibc's defaults, as sentence-transformers runs (parts made before ours did so d
 rewritten after each (contender, seed), so an interrupted bench keeps what finished. When st-mnrl runs
 before st-mnrl-tuned at a seed, the tuned one takes st-mnrl's run as its candidate at st-mnrl's rate
 (the same training) instead of training it again; its time still counts it. ``--reuse PART.json`` does the same
-with the st-mnrl rows of an earlier finished part (same settings and CPU): only their validation reaches the
-training process; if one wins, its test values are the part's.
+with the st-mnrl rows of earlier finished parts (same settings and CPU): only their validation reaches the
+training process; if one wins, its test values are the part's. A part run with ``--only st-mnrl --st-lr RATE``
+at another of ``--tuned-lrs`` is that rate's candidate: the tuned contender's trainings (hours on a CPU) can run
+one part at a time and end in a run that trains nothing. Its time then sums other sessions' hosts, so the goal's
+time half is not judged against it (:func:`_goal`).
 
 The grid (5 contenders x 3 seeds, hours on a CPU) can be run in parts, each with its own ``--only`` /
 ``--seeds`` and ``--json``, and merged: each part's rows keep their per-query test values, from which
@@ -269,12 +272,21 @@ def reusable(row: dict, part: str | None = None) -> dict:
             "peak_mb": row["peak_mb"], "reused_from": f"st-mnrl ({part})" if part else "st-mnrl"}
 
 
+def _from_other_part(row: dict) -> bool:
+    """Whether the row's time sums a training run in another session (a candidate taken from a ``--reuse`` part)."""
+    return any(t.get("reused_from", "").startswith("st-mnrl (") for t in row.get("tried", ()))
+
+
 def reuse_parts(files: list[str], head: dict, seeds: list[int]) -> dict[int, list[tuple[dict, dict]]]:
     """The st-mnrl rows of earlier finished parts (``--reuse``), per seed, as (candidate, the row): each part must be
-    the same bench as this run (settings, CPU) for its training to be the one st-mnrl-tuned would do."""
+    the same bench as this run (settings, CPU; its st-mnrl rate may be any of ``--tuned-lrs``) for its training to
+    be the one st-mnrl-tuned would do at that rate. One candidate per (seed, rate)."""
     import json
 
     from retrieval_lab.machine import describe, same_cpu
+
+    def settings(st: dict | None) -> dict | None:  # the st-mnrl rate aside: each part trains one of the candidates
+        return {k: v for k, v in st.items() if k != "lr"} if isinstance(st, dict) else st
 
     found: dict[int, list[tuple[dict, dict]]] = {}
     for name in files:
@@ -282,16 +294,22 @@ def reuse_parts(files: list[str], head: dict, seeds: list[int]) -> dict[int, lis
         if not data.get("finished"):
             raise SystemExit(f"{name}: an interrupted bench (finished: false): nothing to reuse")
         for key in ("overrides", "st", "ours_keeps_freed_memory"):
-            if data.get(key) != head[key]:
+            mine, theirs = (settings(data.get(key)), settings(head[key])) if key == "st" else (data.get(key), head[key])
+            if mine != theirs:
                 raise SystemExit(f"{name}: field {key} differs from this run's: not the same bench")
         if not same_cpu(data["machine"], head["machine"]):  # None (a masked model name) fails closed too
             raise SystemExit(f"{name}: run on {describe(data['machine'])!r}, not on this machine's "
                              f"{describe(head['machine'])!r} (or its make unrecorded): its time is not comparable")
         for row in data["rows"]:
             if row["contender"] == "st-mnrl" and row["seed"] in seeds:
-                if row["seed"] in found:
-                    raise SystemExit(f"{name}: st-mnrl seed {row['seed']} is in an earlier --reuse part too")
-                found[row["seed"]] = [(reusable(row, Path(name).name), row)]
+                lr = row["tried"][0]["lr"]
+                if lr not in head["st"]["tuned_lrs"]:  # a candidate no selection here would read: refused, not dropped
+                    raise SystemExit(f"{name}: st-mnrl seed {row['seed']} trained at lr {lr:g}, not one of "
+                                     f"--tuned-lrs {' '.join(f'{x:g}' for x in head['st']['tuned_lrs'])}")
+                if any(candidate["lr"] == lr for candidate, _ in found.get(row["seed"], ())):
+                    raise SystemExit(f"{name}: st-mnrl seed {row['seed']} at lr {lr:g} is in an earlier --reuse "
+                                     "part too")
+                found.setdefault(row["seed"], []).append((reusable(row, Path(name).name), row))
     if not found:
         raise SystemExit(f"--reuse {' '.join(files)}: no st-mnrl row at seeds {seeds}: nothing to reuse")
     return found
@@ -337,8 +355,14 @@ def summarise(rows: list[dict], strata: dict[str, list[str]], family_level: floa
               seed: int, sessions: dict[tuple[str, int], int] | None = None) -> dict:
     """From the rows' per-query test values: their means per stratum, each contender's over its seeds, and the
     paired family of every sentence-transformers contender against each of ours (each query's seed mean).
-    ``sessions``: (contender, seed) -> the merged part that ran it (None: one run, one session)."""
+    ``sessions``: (contender, seed) -> the merged part that ran it (None: one run, one session); a row whose time
+    sums a training of another part (``--reuse``) is a session of its own."""
     from retrieval_lab.comparison import compare_family, family_of
+
+    sessions = dict(sessions or {(r["contender"], r["seed"]): 0 for r in rows})
+    for index, r in enumerate(rows):
+        if _from_other_part(r):
+            sessions[(r["contender"], r["seed"])] = -1 - index
 
     per_query: dict[str, dict[str, dict[str, float]]] = {}  # contender -> measure -> query -> seed mean
     summary = []
@@ -431,8 +455,9 @@ def _goal(ours_name: str, comparisons: list[dict], times: dict,
 
     The time half is judged only when ours and that peer ran each seed in the same session (the same part of a
     merge): one machine of a type ran a training step 1.56x slower than another of it, 1.22x slower than itself
-    an hour later (docs/lab-notes.md, 2026-12-07), more than the goal's margin. Otherwise ``time_met`` is None,
-    not judged, and the goal is not met."""
+    an hour later (docs/lab-notes.md, 2026-12-07), more than the goal's margin; nor when the peer's time sums a
+    candidate trained in another part (:func:`summarise`). Otherwise ``time_met`` is None, not judged, and the goal
+    is not met."""
     rows = [c for c in comparisons if c["ours"] == ours_name and c["measure"] == "nDCG@10" and c["stratum"] == "all"]
     if not rows:
         return None
@@ -516,10 +541,12 @@ def main(argv: list[str] | None = None) -> dict:
             row["load_before"], row["load_after"] = load, os.getloadavg()
             row["host_speed_before"], row["host_speed_after"] = speed, _bench.host_speed()
             if row.get("run", "") is None:  # an earlier part's candidate won: its measured test values
-                row["per_query"] = copy.deepcopy(earlier[seed][0][1]["per_query"])
+                won = next(part_row for candidate, part_row in earlier[seed] if candidate["lr"] == row["selected"]["lr"])
+                row["per_query"] = copy.deepcopy(won["per_query"])
             rows.append(row)
             if name == "st-mnrl" and ns.st_lr in ns.tuned_lrs:  # st-mnrl-tuned's candidate at this rate, trained
-                args.setdefault("reuse", {})[seed] = [reusable(row)]
+                kept = [c for c in args["reuse"].get(seed, []) if c["lr"] != ns.st_lr]  # the parts' other rates
+                args["reuse"][seed] = [*kept, reusable(row)]
             print(f"{name} seed {seed}: {row['seconds']:.0f} s, peak {row['peak_mb']:.0f} MiB", flush=True)
             RESULT.write(ns.json, {**head, "rows": copy.deepcopy(rows), "finished": False})
     result = {**head, "rows": rows, **score(ns.dataset, ns.test_qrels, rows, evaluate.ci_level, evaluate.permutations,

@@ -100,10 +100,12 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
     # parts of the grid run apart and merged give what one run gives: the same summary, family and goals
     zen4 = {"cpu": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17 stepping 1", "cpu_isa": ["avx512_bf16"]}
 
-    def piece(part: list[dict], machine: dict = zen4, date: str | None = "2026-12-05") -> dict:
+    st = {"batch": 16, "lr": 5e-5, "epochs": 1, "tuned_lrs": [1e-5, 5e-5], "cmnrl": bench.CMNRL}  # as args
+
+    def piece(part: list[dict], machine: dict = zen4, date: str | None = "2026-12-05", lr: float = 5e-5) -> dict:
         part = copy.deepcopy(part)
         scored = bench.score(str(dataset_dir), str(dataset_dir / "qrels" / "test.tsv"), part, 0.95, 200, 5)
-        return {"overrides": TINY, "st": {"lr": 5e-5}, "machine": machine, "date": date, "rows": part,
+        return {"overrides": TINY, "st": {**st, "lr": lr}, "machine": machine, "date": date, "rows": part,
                 "ours_keeps_freed_memory": True, **scored, "finished": True}
 
     whole = piece(rows[:5])
@@ -165,7 +167,7 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
 
     # --reuse: an earlier part's st-mnrl is st-mnrl-tuned's candidate at its rate; only its validation reaches the
     # training process, and the part's test values become the row's if it wins (main), measured on these claims
-    head = {"overrides": TINY, "st": {"lr": 5e-5}, "machine": zen4, "ours_keeps_freed_memory": True}
+    head = {"overrides": TINY, "st": st, "machine": zen4, "ours_keeps_freed_memory": True}
     candidate, part_row = bench.reuse_parts([str(files[0])], head, [42])[42][0]  # b.json: rows 2-4, st-mnrl first
     assert candidate["reused_from"] == "st-mnrl (b.json)" and candidate["run"] is None
     assert "per_query" not in candidate and "test" not in candidate and candidate["value"] == rows[2]["tried"][0]["value"]
@@ -188,12 +190,50 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
                     0.95, 200, 5)
     refused = {"an interrupted bench": {**piece(rows[2:3]), "finished": False},
                "field overrides differs": {**piece(rows[2:3]), "overrides": []},
+               "field st differs": {**piece(rows[2:3]), "st": {**st, "batch": 32}},
                "not on this machine's": piece(rows[2:3], {**zen4, "cpu_id": "AuthenticAMD family 25 model 1 stepping 1"}),
-               "no st-mnrl row at seeds [42]": piece(rows[:2])}
+               "no st-mnrl row at seeds [42]": piece(rows[:2]),
+               # a candidate no selection here would read is refused, not dropped
+               "st-mnrl seed 42 trained at lr 3e-05, not one of --tuned-lrs 1e-05 5e-05": piece(
+                   [{**rows[2], "tried": [{**rows[2]["tried"][0], "lr": 3e-5}]}], lr=3e-5)}
     for message, part in refused.items():
         files[1].write_text(json.dumps(part), encoding="utf-8")
         with pytest.raises(SystemExit, match=re.escape(message)):
             bench.reuse_parts([str(files[1])], head, [42])
+    # a won or lost row built on a part's candidate sums another session's training: its time half is not judged,
+    # where a run's own st-mnrl reused in the same session is
+    for peer, judged in ((won, False), (lost, False), (reused, True)):
+        rows_ = [copy.deepcopy(rows[0]), {**peer, "per_query": copy.deepcopy(part_row["per_query"])}]
+        goal = bench.summarise(rows_, scored["strata_queries"], 0.95, 200, 5)["goals"][0]
+        assert goal["best_peer"] == "st-mnrl-tuned" and goal["time_same_session"] is judged
+        assert goal["time_met"] is (goal["time_ratio"] <= 0.8 if judged else None)
+
+    # the tuned contender's candidates run one part per rate (--only st-mnrl --st-lr RATE), hours each on a CPU,
+    # and its run trains nothing: the winner's test values are its part's, its time every part's
+    at_1e5 = {**copy.deepcopy(rows[2]), "tried": [{**tuned["tried"][0], "value": 2.0}], "run": None,
+              "per_query": copy.deepcopy(rows[0]["per_query"])}  # ours-hard's values: which part's were taken shows
+    slow = tmp_path / "st-mnrl-1e-05.json"
+    slow.write_text(json.dumps(piece([at_1e5], lr=1e-5)), encoding="utf-8")
+    files[1].write_text(json.dumps(piece(rows[2:3])), encoding="utf-8")
+    found = bench.reuse_parts([str(files[1]), str(slow)], head, [42])[42]
+    assert [(c["lr"], c["reused_from"]) for c, _ in found] == [
+        (5e-5, "st-mnrl (a.json)"), (1e-5, "st-mnrl (st-mnrl-1e-05.json)")]
+    with pytest.raises(SystemExit, match=re.escape("st-mnrl seed 42 at lr 1e-05 is in an earlier --reuse part too")):
+        bench.reuse_parts([str(slow), str(slow)], head, [42])
+    with pytest.raises(SystemExit, match="field st differs"):  # nor does a candidate's part merge as st-mnrl
+        bench.merge([("a.json", piece(rows[2:3])), ("slow.json", piece([at_1e5], lr=1e-5))], 0.95, 200, 5)
+    from retrieval_lab.publishing import benchmarks
+    monkeypatch.setattr(benchmarks, "machine_info", lambda: zen4)  # the parts' CPU: this host's may be any
+    out = tmp_path / "tuned-from-parts.json"
+    bench.main(["--dataset", str(dataset_dir), "--negatives", str(negatives), "--base-embeddings", str(base),
+                "--test-qrels", str(dataset_dir / "qrels" / "test.tsv"), *[a for o in TINY for a in ("--set", o)],
+                "--seeds", "42", "--only", "st-mnrl-tuned", "--st-epochs", "1", "--st-batch", "16",
+                "--tuned-lrs", "1e-5", "5e-5",
+                "--reuse", str(files[1]), str(slow), "--json", str(out)])
+    row = json.loads(out.read_text(encoding="utf-8"))["rows"][0]
+    assert row["steps"] == 2 and row["selected"]["lr"] == 1e-5  # nothing trained: each candidate's one step
+    assert [t["reused_from"] for t in row["tried"]] == ["st-mnrl (st-mnrl-1e-05.json)", "st-mnrl (a.json)"]
+    assert row["per_query"] == json.loads(json.dumps(rows[0]["per_query"]))
 
 
 def test_the_default_overrides_are_the_documented_quality_command(bench):
