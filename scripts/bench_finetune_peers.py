@@ -315,6 +315,15 @@ def reuse_parts(files: list[str], head: dict, seeds: list[int]) -> dict[int, lis
     return found
 
 
+def _provenance(name: str) -> dict:
+    """A ``--reuse`` part as the result records it: its file, date, command and st-mnrl rate and runs."""
+    import json
+
+    data = json.loads(Path(name).read_text(encoding="utf-8"))
+    return {"file": name, "date": data.get("date"), "args": data.get("args"), "lr": data["st"]["lr"],
+            "rows": [[r["contender"], r["seed"]] for r in data["rows"]]}
+
+
 def contend(args: dict, name: str, seed: int) -> dict:
     return ours(args, name, seed) if name in OURS or name == "st-backend" else st(args, name, seed)
 
@@ -439,7 +448,8 @@ def merge(pieces: list[tuple[str, dict]], family_level: float, permutations: int
     return {**head, "seeds": sorted({r["seed"] for r in rows}), "rows": rows,
             **summarise(rows, first["strata_queries"], family_level, permutations, seed, sessions),
             "pieces": [{"file": name, "date": data.get("date"), "args": data.get("args"),
-                        "wall_seconds": data.get("wall_seconds"), "rows": [[r["contender"], r["seed"]] for r in data["rows"]]}
+                        "wall_seconds": data.get("wall_seconds"), "rows": [[r["contender"], r["seed"]] for r in data["rows"]],
+                        **({"reused": data["reused"]} if data.get("reused") else {})}
                        for name, data in pieces], "finished": True}
 
 
@@ -531,6 +541,8 @@ def main(argv: list[str] | None = None) -> dict:
             "args": list(argv if argv is not None else sys.argv[1:]),
             "date": time.strftime("%Y-%m-%d", time.gmtime())}
     earlier = reuse_parts(ns.reuse, head, ns.seeds) if ns.reuse else {}
+    if ns.reuse:  # where the reused candidates were trained: the page shows those parts' commands too
+        head["reused"] = [_provenance(name) for name in ns.reuse]
     args["reuse"] = {seed: [candidate for candidate, _ in found] for seed, found in earlier.items()}
     rows: list[dict] = []
     started = time.perf_counter()

@@ -414,6 +414,20 @@ def test_a_merged_peers_bench_names_its_parts_and_their_commands():
             f"on 2026-12-06 (st-mnrl seed 42); then merged") in md
     assert f"`{script} --merge a.json b.json --json bench-results/finetune-peers.json`." in md
     assert "/tmp/" not in md  # each part's command writes the file the merge read, wherever it wrote first
+    # st-mnrl-tuned's candidates trained in parts of their own (--reuse), outside the merge: their commands shown
+    # too, from the checkout's root; a reused part that is one of the merged pieces is not shown twice
+    tuned = {"file": "bench-results/c.json", "date": "2026-12-07", "wall_seconds": 1.0, "rows": [["st-mnrl-tuned", 42]],
+             "args": ["--seeds", "42", "--only", "st-mnrl-tuned", "--reuse", "/m/bench-results/b.json",
+                      "/m/bench-results/lr1.json", "--json", "/tmp/z.json"],
+             "reused": [{"file": "/m/bench-results/lr1.json", "date": "2026-12-06", "lr": 1e-5, "rows": [["st-mnrl", 42]],
+                         "args": ["--seeds", "42", "--only", "st-mnrl", "--st-lr", "1e-5", "--json", "/w/out/lr1.json"]},
+                        {"file": "b.json", "date": "2026-12-06", "lr": 5e-5, "rows": [["st-mnrl", 42]], "args": []}]}
+    md = "\n".join(benchmarks.peers_lines({**merged, "pieces": [*merged["pieces"], tuned]}, "bench-results"))
+    assert (f"`{script} --seeds 42 --only st-mnrl-tuned --reuse bench-results/b.json bench-results/lr1.json --json "
+            f"bench-results/c.json` on 2026-12-07 (st-mnrl-tuned seed 42); st-mnrl-tuned's candidates at other rates, "
+            f"each trained in a part of its own that `--reuse` read: `{script} --seeds 42 --only st-mnrl --st-lr 1e-5 "
+            f"--json bench-results/lr1.json` on 2026-12-06 (st-mnrl seed 42 at lr 1e-05); then merged") in md
+    assert "/w/" not in md and "/m/" not in md and md.count("--json b.json") == 1
     merged["pieces"][1]["date"] = None  # a part from before parts recorded their date: no "on None"
     md = "\n".join(benchmarks.peers_lines(merged, "bench-results"))
     assert "--json b.json` (st-mnrl seed 42)" in md and "None" not in md

@@ -230,8 +230,13 @@ def test_each_contender_trains_one_step_and_the_test_is_read_once(bench, tmp_pat
                 "--seeds", "42", "--only", "st-mnrl-tuned", "--st-epochs", "1", "--st-batch", "16",
                 "--tuned-lrs", "1e-5", "5e-5",
                 "--reuse", str(files[1]), str(slow), "--json", str(out)])
-    row = json.loads(out.read_text(encoding="utf-8"))["rows"][0]
+    result = json.loads(out.read_text(encoding="utf-8"))
+    row = result["rows"][0]
     assert row["steps"] == 2 and row["selected"]["lr"] == 1e-5  # nothing trained: each candidate's one step
+    # where each candidate was trained, recorded and carried into a merge (the page shows those commands)
+    assert [(r["file"], r["lr"], r["rows"], r["date"]) for r in result["reused"]] == [
+        (str(files[1]), 5e-5, [["st-mnrl", 42]], "2026-12-05"), (str(slow), 1e-5, [["st-mnrl", 42]], "2026-12-05")]
+    assert bench.merge([("t.json", result)], 0.95, 200, 5)["pieces"][0]["reused"] == result["reused"]
     assert [t["reused_from"] for t in row["tried"]] == ["st-mnrl (st-mnrl-1e-05.json)", "st-mnrl (a.json)"]
     assert row["per_query"] == json.loads(json.dumps(rows[0]["per_query"]))
 

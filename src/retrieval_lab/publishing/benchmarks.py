@@ -593,11 +593,26 @@ def _pieces_text(pieces: list[dict], output: str) -> str:
                 kept.append(_from_checkout(arg))
         return shlex.join([*kept, "--json", piece["file"]])
 
-    parts = "; ".join(f"`{script} {command(p)}`" + (f" on {p['date']}" if p.get("date") else "") + " ("
+    def on(piece: dict) -> str:
+        return f" on {piece['date']}" if piece.get("date") else ""
+
+    parts = "; ".join(f"`{script} {command(p)}`{on(p)} ("
                       + ", ".join(f"{c} seed {s}" for c, s in p["rows"]) + ")" for p in pieces)
+    merged = {p["file"] for p in pieces}
+    outside: dict[str, dict] = {}  # st-mnrl-tuned's candidates trained in parts of their own (--reuse), not merged
+    for piece in pieces:
+        for part in piece.get("reused") or ():
+            if _from_checkout(part["file"]) not in merged:
+                outside.setdefault(_from_checkout(part["file"]), {**part, "file": _from_checkout(part["file"])})
+    candidates = ""
+    if outside:
+        candidates = ("; st-mnrl-tuned's candidates at other rates, each trained in a part of its own that `--reuse` "
+                      "read: " + "; ".join(f"`{script} {command(p)}`{on(p)} ("
+                                          + ", ".join(f"{c} seed {s} at lr {p['lr']:g}" for c, s in p["rows"]) + ")"
+                                          for p in outside.values()))
     merge = f"`{script} --merge {' '.join(p['file'] for p in pieces)} --json {output}`"
-    return (f"the grid was run in {len(pieces)} parts, each timing only its own runs: {parts}; then merged, "
-            f"every figure and interval made anew from the parts' per-query test values: {merge}.")
+    return (f"the grid was run in {len(pieces)} parts, each timing only its own runs: {parts}{candidates}; then "
+            f"merged, every figure and interval made anew from the parts' per-query test values: {merge}.")
 
 
 def _from_checkout(arg: str) -> str:
